@@ -1,0 +1,37 @@
+// Runs a child process with piped stdin/stdout/stderr, a wall-clock timeout and resource limits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct SubprocessOptions {
+  std::string stdin_data;
+  double timeout_seconds = 60;
+  int64_t memory_limit_bytes = 0;  // RLIMIT_AS; 0 = none
+  size_t max_output_bytes = 1 << 20;  // per stream; the rest is dropped
+  std::vector<std::string> extra_env;  // "NAME=value", added to the inherited environment
+};
+
+struct SubprocessResult {
+  bool started = false;    // false: fork/exec failed (see error)
+  bool timed_out = false;  // killed after timeout_seconds
+  int exit_code = -1;      // valid when term_signal == 0
+  int term_signal = 0;     // signal that ended the child, 0 if it exited
+  std::string stdout_data;
+  std::string stderr_data;
+  std::string error;
+  double seconds = 0;
+  bool ok() const { return started && !timed_out && term_signal == 0 && exit_code == 0; }
+  // One line describing how the child ended, for error messages.
+  std::string Describe() const;
+};
+
+SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts);
+
+// Path of the running executable (/proc/self/exe).
+std::string SelfExecutable();
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+// The device-backend extension point: fingerprint, Supports, Compile, Measure (+ baseline).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "codegen/kernel_template.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::hardware {
+
+struct MeasureOptions {
+  bool warm = false;         // default "cold": rotating buffer sets larger than the LLC
+  double max_seconds = 1.0;  // timing cap per measurement
+  double target_ci = 0.02;   // stop when the 95% CI half-width < target_ci * median
+  int warmup = 2;
+  int min_samples = 7;
+  int max_samples = 200;
+  uint64_t seed = 1;
+};
+
+struct CompiledKernel {
+  std::string artifact;  // path of the compiled object (cpu: shared object)
+  std::string entry;
+  std::string source_hash;
+  std::string toolchain;  // compiler and flags
+  double compile_seconds = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // Kind ("cpu"), model, ISA, caches, measured peaks and the chip-type label.
+  virtual const v1::ChipFingerprint& Fingerprint() const = 0;
+  virtual bool Supports(const v1::Workload& w) const = 0;
+  // Compiles in the calling process (the compiler runs as a subprocess with a timeout).
+  // A compile failure is an error status whose message carries the compiler's diagnostics.
+  virtual absl::StatusOr<CompiledKernel> Compile(const codegen::Kernel& kernel) = 0;
+  // Verifies the kernel against the reference on NaN-poisoned outputs, then times it.
+  // Meant to run inside the sandboxed trial child: it may crash or hang.
+  virtual v1::Measurement Measure(const v1::Workload& w, const CompiledKernel& kernel,
+                                  const MeasureOptions& opts) = 0;
+  // The vendor library on the same workload, timed with the same harness.
+  virtual std::string BaselineName(const v1::Workload& w) const = 0;
+  virtual v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) = 0;
+};
+
+// Opens a device from its spec ("cpu"). With `known`, its fingerprint is reused instead of
+// probed again (the sandboxed child gets the worker's fingerprint this way).
+absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec,
+                                                   const v1::ChipFingerprint* known = nullptr);
+
+}  // namespace kiln::hardware

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs Kiln's build and test dependencies from Debian's packages, idempotently.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libtorch-dev libboost-dev libboost-system-dev
+  prometheus-cpp-dev libgtest-dev libgmock-dev
+  libopenblas-dev libsqlite3-dev libabsl-dev
+  python3 curl
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all dependencies present"
+fi

@@ -1,0 +1,213 @@
+#include "server/coordinator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
+#include "common/status.h"
+#include "server/validate.h"
+
+namespace kiln::server {
+namespace {
+
+constexpr size_t kMaxEvents = 256;
+
+}  // namespace
+
+Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* metrics,
+                         CoreOptions options)
+    : store_(store),
+      clock_(clock),
+      metrics_(metrics),
+      options_(options),
+      rng_(options.seed ? options.seed
+                        : static_cast<uint64_t>(clock->NowMs()) ^
+                              std::chrono::steady_clock::now().time_since_epoch().count()) {}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+uint64_t Coordinator::Entropy() { return rng_(); }
+
+absl::Status Coordinator::WriteLocked(const WriteBatch& batch) {
+  if (batch.empty()) return absl::OkStatus();
+  return store_->Write(batch);
+}
+
+JobEntry* Coordinator::FindJobLocked(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<JobEntry*> Coordinator::GetJobLocked(const std::string& job_id) {
+  RETURN_IF_ERROR(ValidateJobId(job_id));
+  JobEntry* job = FindJobLocked(job_id);
+  if (!job) return absl::NotFoundError(absl::StrCat("job_id: no job ", job_id));
+  return job;
+}
+
+absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
+  RETURN_IF_ERROR(ValidateJobSpec(request));
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::JobSpec spec = request;
+  NormalizeJobSpec(&spec, Entropy());
+  std::string id;
+  do id = NewId('j', Entropy());
+  while (jobs_.count(id));
+  auto entry = std::make_unique<JobEntry>();
+  v1::Job& job = entry->job;
+  job.set_id(id);
+  *job.mutable_spec() = spec;
+  job.set_state(v1::QUEUED);
+  job.set_created_unix_ms(clock_->NowMs());
+  v1::TaskResult* task = job.add_tasks();
+  *task->mutable_workload() = spec.workload();
+  task->set_workload_key(codegen::WorkloadKey(spec.workload()));
+  task->set_count(1);
+  task->set_trials_budget(spec.budget_trials());
+  entry->tasks.resize(job.tasks_size());
+  entry->next_event_seq = clock_->NowMs() * 1000;
+  WriteBatch batch;
+  batch.jobs.push_back(job);
+  RETURN_IF_ERROR(WriteLocked(batch));  // nothing is kept in memory unless it was stored
+  PushEventLocked(*entry, v1::JobEvent::STATE);
+  jobs_[id] = std::move(entry);
+  UpdateGaugesLocked();
+  work_cv_.notify_all();
+  return id;
+}
+
+absl::StatusOr<v1::Job> Coordinator::GetJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+  return job->job;
+}
+
+std::vector<v1::Job> Coordinator::ListJobs(int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Job> out;
+  for (const auto& [id, entry] : jobs_) out.push_back(entry->job);
+  std::sort(out.begin(), out.end(), [](const v1::Job& a, const v1::Job& b) {
+    return a.created_unix_ms() != b.created_unix_ms() ? a.created_unix_ms() > b.created_unix_ms()
+                                                      : a.id() > b.id();
+  });
+  if (limit > 0 && static_cast<int>(out.size()) > limit) out.resize(limit);
+  return out;
+}
+
+absl::StatusOr<v1::JobState> Coordinator::CancelJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+  if (!job->terminal()) {
+    WriteBatch batch;
+    FinishLocked(*job, v1::CANCELLED, "cancelled by request", batch);
+    RETURN_IF_ERROR(WriteLocked(batch));
+  }
+  return job->job.state();
+}
+
+absl::StatusOr<v1::GetResultsResponse> Coordinator::GetResults(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+  v1::GetResultsResponse out;
+  *out.mutable_job() = job->job;
+  std::vector<const v1::Trial*> trials;
+  for (const auto& [id, t] : job->trials) trials.push_back(&t);
+  std::sort(trials.begin(), trials.end(),
+            [](const v1::Trial* a, const v1::Trial* b) { return a->seq() < b->seq(); });
+  for (const v1::Trial* t : trials) *out.add_trials() = *t;
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::TuningRecord>> Coordinator::LookupBest(
+    const v1::LookupBestRequest& request) {
+  RETURN_IF_ERROR(codegen::ValidateWorkload(request.workload(), "workload"));
+  int k = request.k() == 0 ? 1 : request.k();
+  if (k < 0 || k > 1000)
+    return absl::InvalidArgumentError(absl::StrCat("k: must be in 1..1000, got ", k));
+  return store_->TopRecords(codegen::WorkloadKey(request.workload()), request.chip_type(), k);
+}
+
+void Coordinator::PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int task,
+                                  const v1::Measurement* best) {
+  v1::JobEvent& e = job.events.emplace_back();
+  e.set_kind(kind);
+  e.set_seq(job.next_event_seq++);
+  *e.mutable_job() = job.job;
+  if (task >= 0) e.set_task_index(task);
+  if (best) *e.mutable_best() = *best;
+  while (job.events.size() > kMaxEvents) job.events.pop_front();
+  event_cv_.notify_all();
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> Coordinator::WaitEvents(const std::string& job_id,
+                                                                  int64_t after_seq, int wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (true) {
+    ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+    std::vector<v1::JobEvent> out;
+    for (const auto& e : job->events)
+      if (e.seq() > after_seq) out.push_back(e);
+    if (out.empty() && (after_seq == 0 || job->terminal())) {
+      // A snapshot: the first call of a watch, or a finished job (nothing more will come).
+      v1::JobEvent e;
+      e.set_kind(v1::JobEvent::STATE);
+      e.set_seq(std::max(after_seq, job->next_event_seq - 1));
+      *e.mutable_job() = job->job;
+      out.push_back(e);
+    }
+    if (!out.empty() || shutdown_) return out;
+    if (event_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return out;
+  }
+}
+
+void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,
+                               WriteBatch& batch) {
+  if (job.terminal()) return;
+  job.job.set_state(state);
+  job.job.set_message(message);
+  job.job.set_finished_unix_ms(clock_->NowMs());
+  // Trials not yet run are dropped; late reports for leased ones are answered as stale.
+  for (auto it = job.trials.begin(); it != job.trials.end();) {
+    if (it->second.state() == v1::PENDING) {
+      trial_job_.erase(it->first);
+      it = job.trials.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  batch.jobs.push_back(job.job);
+  PushEventLocked(job, v1::JobEvent::STATE);
+  UpdateGaugesLocked();
+}
+
+void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
+  if (job.terminal() || job.job.state() == v1::QUEUED) return;
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    const TaskState& t = job.tasks[i];
+    if (!t.baseline_created) return;
+    if (!t.exhausted && t.proposed < job.Budget(i)) return;
+  }
+  for (const auto& [id, trial] : job.trials)
+    if (trial.state() != v1::DONE) return;
+  for (const auto& task : job.job.tasks()) {
+    if (!task.has_best()) {
+      FinishLocked(job, v1::FAILED,
+                   absl::StrCat("no configuration of ", task.workload_key(),
+                                " passed verification (", task.trials_failed(), " failed)"),
+                   batch);
+      return;
+    }
+  }
+  FinishLocked(job, v1::SUCCEEDED, "", batch);
+}
+
+void Coordinator::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  work_cv_.notify_all();
+  event_cv_.notify_all();
+}
+
+}  // namespace kiln::server

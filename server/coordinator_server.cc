@@ -1,0 +1,104 @@
+#include "server/coordinator_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/daemon.h"
+#include "common/status.h"
+#include "server/services.h"
+
+namespace kiln::server {
+namespace {
+
+class RunningCoordinatorImpl final : public RunningCoordinator {
+ public:
+  ~RunningCoordinatorImpl() override { Shutdown(); }
+
+  absl::Status Start(const CoordinatorOptions& o) {
+    ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(o.listen, "--listen"));
+    ASSIGN_OR_RETURN(store_, OpenStore(o.store, o.data_dir));
+    metrics_ = std::make_unique<CoordinatorMetrics>();
+    if (!o.metrics_listen.empty()) {
+      ASSIGN_OR_RETURN(HostPort m, ParseHostPort(o.metrics_listen, "--metrics-listen"));
+      RETURN_IF_ERROR(KILN_CATCH_AS_STATUS({
+        exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(m.host, ":", m.port));
+      }));
+      exposer_->RegisterCollectable(metrics_->registry());
+      auto ports = exposer_->GetListeningPorts();
+      metrics_port_ = ports.empty() ? 0 : ports[0];
+    }
+    CoreOptions core;
+    core.lease_ttl_ms = o.lease_ttl_ms;
+    core.heartbeat_interval_ms = o.heartbeat_interval_ms;
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, metrics_.get(), core);
+    RETURN_IF_ERROR(core_->Recover());
+    tuning_ = std::make_unique<TuningServiceImpl>(core_.get(), metrics_.get());
+    workers_ = std::make_unique<WorkerServiceImpl>(core_.get(), metrics_.get());
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    int bound = 0;
+    std::string host = listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host;
+    builder.AddListeningPort(absl::StrCat(host, ":", listen.port), grpc::InsecureServerCredentials(),
+                             &bound);
+    builder.RegisterService(tuning_.get());
+    builder.RegisterService(workers_.get());
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxSendMessageSize(64 << 20);
+    server_ = builder.BuildAndStart();
+    if (!server_ || bound == 0)
+      return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ", o.listen,
+                                                 " (address in use or not local?)"));
+    address_ = absl::StrCat(host, ":", bound);
+    if (!o.port_file.empty()) RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(bound, "\n")));
+    ticker_ = std::thread([this] {
+      while (!stop_) {
+        core_->Tick();
+        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  std::string address() const override { return address_; }
+  int metrics_port() const override { return metrics_port_; }
+
+  void Shutdown() override {
+    if (stop_.exchange(true)) return;
+    if (tuning_) tuning_->Stop();
+    if (core_) core_->Shutdown();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (ticker_.joinable()) ticker_.join();
+  }
+
+ private:
+  SystemClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<TuningServiceImpl> tuning_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  int metrics_port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread ticker_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RunningCoordinator>> StartCoordinator(const CoordinatorOptions& o) {
+  auto c = std::make_unique<RunningCoordinatorImpl>();
+  RETURN_IF_ERROR(c->Start(o));
+  return std::unique_ptr<RunningCoordinator>(std::move(c));
+}
+
+}  // namespace kiln::server

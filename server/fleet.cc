@@ -1,0 +1,208 @@
+// Coordinator core, fleet half: worker registration, heartbeats, lease expiry, recovery after a
+// restart, time budgets and gauges.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
+#include "common/status.h"
+#include "server/coordinator.h"
+#include "server/validate.h"
+
+namespace kiln::server {
+
+bool Coordinator::WorkerAliveLocked(const v1::WorkerInfo& w) const {
+  return clock_->NowMs() - w.last_heartbeat_unix_ms() <=
+         std::max(options_.lease_ttl_ms, 3 * options_.heartbeat_interval_ms);
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request) {
+  const auto& chip = request.chip();
+  if (chip.chip_type().empty())
+    return absl::InvalidArgumentError("chip.chip_type: the worker's chip-type label is required");
+  if (chip.kind().empty()) return absl::InvalidArgumentError("chip.kind: required (e.g. cpu)");
+  if (request.slots() < 0 || request.slots() > 1024)
+    return absl::InvalidArgumentError("slots: must be in 1..1024");
+  if (!request.worker_id().empty()) RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id = request.worker_id();
+  if (id.empty()) {
+    do id = NewId('w', Entropy());
+    while (workers_.count(id));
+  }
+  v1::WorkerInfo& info = workers_[id].info;
+  info.set_id(id);
+  info.set_name(request.name().empty() ? id : request.name());
+  *info.mutable_chip() = chip;
+  info.set_slots(std::max(1, request.slots()));
+  info.set_state("alive");
+  info.set_last_heartbeat_unix_ms(clock_->NowMs());
+  WriteBatch batch;
+  batch.workers.push_back(info);
+  RETURN_IF_ERROR(WriteLocked(batch));
+  UpdateGaugesLocked();
+  v1::RegisterResponse out;
+  out.set_worker_id(id);
+  out.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  return out;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::HeartbeatResponse out;
+  auto it = workers_.find(request.worker_id());
+  if (it == workers_.end()) return out;  // known=false: the worker registers again
+  int64_t now = clock_->NowMs();
+  it->second.info.set_last_heartbeat_unix_ms(now);
+  for (auto& [jid, job] : jobs_)
+    for (auto& [tid, t] : job->trials)
+      if (t.state() == v1::LEASED && t.worker_id() == request.worker_id())
+        t.set_lease_expires_unix_ms(now + options_.lease_ttl_ms);
+  out.set_known(true);
+  return out;
+}
+
+absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteBatch batch;
+  for (const auto& id : request.trial_ids()) {
+    auto jit = trial_job_.find(id);
+    if (jit == trial_job_.end()) continue;
+    JobEntry* job = FindJobLocked(jit->second);
+    auto tit = job->trials.find(id);
+    if (tit == job->trials.end()) continue;
+    v1::Trial& t = tit->second;
+    if (t.state() != v1::LEASED || t.worker_id() != request.worker_id()) continue;
+    t.set_state(v1::PENDING);
+    t.set_attempt(t.attempt() + 1);
+    t.clear_worker_id();
+    batch.trials.push_back(t);
+  }
+  RETURN_IF_ERROR(WriteLocked(batch));
+  work_cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void Coordinator::ExpireLeasesLocked(WriteBatch& batch) {
+  int64_t now = clock_->NowMs();
+  bool any = false;
+  for (auto& [jid, job] : jobs_) {
+    if (job->terminal()) continue;
+    for (auto& [tid, t] : job->trials) {
+      if (t.state() != v1::LEASED || t.lease_expires_unix_ms() > now) continue;
+      t.set_state(v1::PENDING);
+      t.set_attempt(t.attempt() + 1);
+      t.clear_worker_id();
+      batch.trials.push_back(t);
+      any = true;
+    }
+  }
+  if (any) work_cv_.notify_all();
+}
+
+void Coordinator::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteBatch batch;
+  ExpireLeasesLocked(batch);
+  int64_t now = clock_->NowMs();
+  for (auto& [id, job] : jobs_) {
+    double limit = job->job.spec().max_seconds();
+    if (job->job.state() == v1::RUNNING && limit > 0 &&
+        now - job->job.started_unix_ms() >= limit * 1000) {
+      bool any = false;
+      for (const auto& t : job->job.tasks()) any = any || t.has_best();
+      FinishLocked(*job, any ? v1::SUCCEEDED : v1::FAILED,
+                   absl::StrCat("time budget of ", limit, " s reached",
+                                any ? "" : " before any configuration passed verification"),
+                   batch);
+    }
+  }
+  WriteLocked(batch).IgnoreError();
+  UpdateGaugesLocked();
+}
+
+std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::WorkerInfo> out;
+  for (auto& [id, w] : workers_) {
+    w.info.set_state(WorkerAliveLocked(w.info) ? "alive" : "lost");
+    out.push_back(w.info);
+  }
+  return out;
+}
+
+void Coordinator::UpdateGaugesLocked() {
+  if (!metrics_) return;
+  std::map<std::string, double> jobs_by_state;
+  for (int s = v1::QUEUED; s <= v1::CANCELLED; ++s)
+    jobs_by_state[v1::JobState_Name(static_cast<v1::JobState>(s))] = 0;
+  std::map<std::string, double> queue;
+  for (const auto& [id, job] : jobs_) {
+    jobs_by_state[v1::JobState_Name(job->job.state())]++;
+    const std::string& label = job->job.chip_type().empty() ? job->job.spec().chip() : job->job.chip_type();
+    double waiting = 0;
+    if (!job->terminal()) {
+      for (size_t i = 0; i < job->tasks.size(); ++i)
+        if (!job->tasks[i].exhausted) waiting += std::max(0, job->Budget(i) - job->tasks[i].proposed);
+      for (const auto& [tid, t] : job->trials) waiting += t.state() == v1::PENDING;
+    }
+    queue[label] += waiting;
+  }
+  for (const auto& [state, n] : jobs_by_state) metrics_->SetJobs(state, n);
+  for (const auto& [label, n] : queue) metrics_->SetQueueDepth(label, n);
+  std::map<std::pair<std::string, std::string>, double> workers;
+  for (const auto& [id, w] : workers_) {
+    workers[{w.info.chip().chip_type(), "alive"}] += 0;
+    workers[{w.info.chip().chip_type(), "lost"}] += 0;
+    workers[{w.info.chip().chip_type(), WorkerAliveLocked(w.info) ? "alive" : "lost"}]++;
+  }
+  for (const auto& [key, n] : workers) metrics_->SetWorkers(key.first, key.second, n);
+}
+
+absl::Status Coordinator::Recover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t now = clock_->NowMs();
+  ASSIGN_OR_RETURN(std::vector<v1::WorkerInfo> workers, store_->LoadWorkers());
+  for (auto& w : workers) {
+    w.set_last_heartbeat_unix_ms(now);  // a grace period to reconnect
+    workers_[w.id()].info = std::move(w);
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->LoadJobs());
+  for (auto& stored : jobs) {
+    auto entry = std::make_unique<JobEntry>();
+    entry->job = std::move(stored);
+    entry->tasks.resize(entry->job.tasks_size());
+    entry->next_event_seq = now * 1000;
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_->LoadTrials(entry->job.id()));
+    bool rebuild = !entry->terminal() && !entry->job.chip_type().empty();
+    if (rebuild) {
+      absl::Status bound = BindLocked(*entry, entry->job.chip());
+      if (!bound.ok()) return absl::Status(bound.code(), absl::StrCat("recovering job ", entry->job.id(), ": ", bound.message()));
+    }
+    for (auto& t : trials) {
+      entry->next_trial_seq = std::max(entry->next_trial_seq, t.seq() + 1);
+      if (entry->terminal() && t.state() == v1::PENDING) continue;
+      TaskState& task = entry->tasks[t.task_index()];
+      if (t.kind() == v1::BASELINE) task.baseline_created = true;
+      if (t.kind() == v1::TUNE) {
+        task.proposed++;
+        if (task.strategy) {
+          task.strategy->Exclude(codegen::FromProto(t.config()));
+          if (t.state() == v1::DONE)
+            task.strategy->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
+                                     t.measurement().median_us()}});
+        }
+      }
+      if (t.state() == v1::LEASED) t.set_lease_expires_unix_ms(now + options_.lease_ttl_ms);
+      trial_job_[t.id()] = entry->job.id();
+      entry->trials[t.id()] = std::move(t);
+    }
+    jobs_[entry->job.id()] = std::move(entry);
+  }
+  UpdateGaugesLocked();
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,38 @@
+// In-memory state of one job in the coordinator: its tasks, strategies, trials and events.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/strategy.h"
+#include "codegen/knob_space.h"
+#include "kiln/v1/tuning_service.pb.h"
+
+namespace kiln::server {
+
+struct TaskState {
+  std::unique_ptr<agent::Strategy> strategy;  // set once the job is bound to a chip type
+  int proposed = 0;                           // TUNE trials created so far
+  bool exhausted = false;                     // the strategy has nothing new to propose
+  bool baseline_created = false;
+};
+
+struct JobEntry {
+  v1::Job job;  // persisted: spec, state, per-task results and counts
+  std::vector<TaskState> tasks;
+  std::map<std::string, v1::Trial> trials;  // by id
+  int64_t next_trial_seq = 1;
+  std::deque<v1::JobEvent> events;  // the most recent, for WaitEvents
+  int64_t next_event_seq = 1;
+
+  bool terminal() const {
+    auto s = job.state();
+    return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+  }
+  int Budget(int task) const { return job.tasks(task).trials_budget(); }
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,269 @@
+// Coordinator core, scheduling half: binding jobs to chips, proposing and leasing trials,
+// applying results.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/kernel_template.h"
+#include "common/status.h"
+#include "server/coordinator.h"
+#include "server/validate.h"
+
+namespace kiln::server {
+namespace {
+
+// Statuses whose record is final for (workload, chip, config): answered from the store.
+bool Reusable(v1::MeasurementStatus s) {
+  return s == v1::OK || s == v1::COMPILE_ERROR || s == v1::WRONG_RESULT;
+}
+
+// Bounds the proposals answered from the store in one call, so a lease never spins.
+constexpr int kMaxCachedPerCall = 256;
+
+}  // namespace
+
+absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
+  job.job.set_chip_type(chip.chip_type());
+  *job.job.mutable_chip() = chip;
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    const v1::Workload& w = job.job.tasks(i).workload();
+    ASSIGN_OR_RETURN(codegen::KnobSpace space, codegen::SpaceFor(w, chip));
+    for (const auto& [knob, value] : job.job.spec().pin()) RETURN_IF_ERROR(space.Pin(knob, value));
+    if (space.EnumerateValid(1).empty() && space.CartesianSize() < (1u << 22))
+      return absl::InvalidArgumentError("no valid configuration is left after the pins");
+    agent::StrategyContext ctx{std::move(space), w, chip, job.job.spec().seed() + i};
+    ASSIGN_OR_RETURN(job.tasks[i].strategy, agent::NewStrategy(job.job.spec().strategy(), ctx));
+  }
+  return absl::OkStatus();
+}
+
+v1::Trial& Coordinator::NewTrialLocked(JobEntry& job, int task, v1::TrialKind kind) {
+  v1::Trial t;
+  char suffix[16];
+  std::snprintf(suffix, sizeof(suffix), "-%06lld", static_cast<long long>(job.next_trial_seq));
+  t.set_id(job.job.id() + suffix);
+  t.set_seq(job.next_trial_seq++);
+  t.set_job_id(job.job.id());
+  t.set_task_index(task);
+  t.set_attempt(1);
+  t.set_kind(kind);
+  t.set_state(v1::PENDING);
+  *t.mutable_workload() = job.job.tasks(task).workload();
+  trial_job_[t.id()] = job.job.id();
+  return job.trials[t.id()] = std::move(t);
+}
+
+v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_type,
+                                        WriteBatch& batch) {
+  v1::Trial* oldest = nullptr;
+  for (auto& [id, t] : job.trials)
+    if (t.state() == v1::PENDING && (!oldest || t.seq() < oldest->seq())) oldest = &t;
+  if (oldest) return oldest;
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    if (!job.tasks[i].baseline_created) {
+      job.tasks[i].baseline_created = true;
+      return &NewTrialLocked(job, i, v1::BASELINE);
+    }
+  }
+  for (int cached = 0; cached < kMaxCachedPerCall;) {
+    // The task furthest behind its budget share goes first.
+    int pick = -1;
+    double least = 2;
+    for (size_t i = 0; i < job.tasks.size(); ++i) {
+      const TaskState& t = job.tasks[i];
+      double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
+      if (!t.exhausted && t.proposed < job.Budget(i) && used < least) least = used, pick = i;
+    }
+    if (pick < 0) return nullptr;
+    TaskState& task = job.tasks[pick];
+    std::vector<codegen::Config> configs = task.strategy->Propose(1);
+    if (configs.empty()) {
+      task.exhausted = true;
+      continue;
+    }
+    task.proposed++;
+    v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);
+    *trial.mutable_config() = codegen::ToProto(configs[0]);
+    auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type,
+                                     codegen::ConfigKey(configs[0]));
+    if (record.ok() && record->has_value() && Reusable((*record)->measurement().status())) {
+      v1::Measurement m = (*record)->measurement();
+      m.set_from_cache(true);
+      ApplyResultLocked(job, trial, m, "kiln", batch);
+      ++cached;
+      continue;
+    }
+    return &trial;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
+    const v1::LeaseTrialsRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  if (request.max_trials() < 0 || request.max_trials() > 64)
+    return absl::InvalidArgumentError("max_trials: must be in 1..64");
+  if (request.wait_ms() < 0) return absl::InvalidArgumentError("wait_ms: must be >= 0");
+  int max = std::max(1, request.max_trials());
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(std::min(request.wait_ms(), options_.max_lease_wait_ms));
+  std::unique_lock<std::mutex> lock(mu_);
+  v1::LeaseTrialsResponse out;
+  while (true) {
+    auto wit = workers_.find(request.worker_id());
+    if (wit == workers_.end())
+      return absl::NotFoundError(
+          absl::StrCat("worker_id: unknown worker ", request.worker_id(), "; register first"));
+    v1::WorkerInfo& worker = wit->second.info;
+    worker.set_last_heartbeat_unix_ms(clock_->NowMs());
+    const std::string& label = worker.chip().chip_type();
+    WriteBatch batch;
+    ExpireLeasesLocked(batch);
+    std::vector<JobEntry*> order;
+    for (auto& [id, job] : jobs_)
+      if (!job->terminal() && absl::StartsWith(label, job->job.spec().chip()) &&
+          (job->job.chip_type().empty() || job->job.chip_type() == label))
+        order.push_back(job.get());
+    std::stable_sort(order.begin(), order.end(), [](JobEntry* a, JobEntry* b) {
+      return a->job.spec().priority() > b->job.spec().priority();
+    });
+    for (JobEntry* job : order) {
+      if (job->job.chip_type().empty()) {
+        absl::Status bound = BindLocked(*job, worker.chip());
+        if (!bound.ok()) {
+          FinishLocked(*job, v1::FAILED, absl::StrCat("cannot tune on ", label, ": ", bound.message()),
+                       batch);
+          continue;
+        }
+        job->job.set_state(v1::RUNNING);
+        job->job.set_started_unix_ms(clock_->NowMs());
+        batch.jobs.push_back(job->job);
+        PushEventLocked(*job, v1::JobEvent::STATE);
+      }
+      while (out.trials_size() < max) {
+        v1::Trial* t = NextTrialLocked(*job, label, batch);
+        if (!t) break;
+        t->set_state(v1::LEASED);
+        t->set_worker_id(worker.id());
+        t->set_lease_expires_unix_ms(clock_->NowMs() + options_.lease_ttl_ms);
+        batch.trials.push_back(*t);
+        *out.add_trials() = *t;
+      }
+      MaybeFinishLocked(*job, batch);
+      if (!batch.trials.empty() || !batch.records.empty()) batch.jobs.push_back(job->job);
+      if (out.trials_size() >= max) break;
+    }
+    RETURN_IF_ERROR(WriteLocked(batch));
+    if (!batch.empty()) UpdateGaugesLocked();
+    if (out.trials_size() > 0 || shutdown_) return out;
+    if (work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return out;
+  }
+}
+
+void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
+                                    const std::string& implementation, WriteBatch& batch) {
+  trial.set_state(v1::DONE);
+  *trial.mutable_measurement() = m;
+  batch.trials.push_back(trial);
+  v1::TaskResult* task = job.job.mutable_tasks(trial.task_index());
+  const std::string chip_type = job.job.chip_type();
+  if (metrics_ && !m.from_cache())
+    metrics_->TrialFinished(chip_type, v1::MeasurementStatus_Name(m.status()),
+                            m.compile_seconds() + m.measure_seconds());
+  if (trial.kind() == v1::BASELINE) {
+    task->set_baseline_name(implementation.empty() ? "baseline" : implementation);
+    *task->mutable_baseline() = m;
+    PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
+    return;
+  }
+  bool ok = m.status() == v1::OK;
+  job.job.set_trials_done(job.job.trials_done() + 1);
+  if (ok) {
+    task->set_trials_ok(task->trials_ok() + 1);
+  } else {
+    task->set_trials_failed(task->trials_failed() + 1);
+    job.job.set_trials_failed(job.job.trials_failed() + 1);
+  }
+  TaskState& state = job.tasks[trial.task_index()];
+  if (state.strategy)
+    state.strategy->Observe({{codegen::FromProto(trial.config()), m.status(), m.median_us()}});
+  if (!m.from_cache()) {
+    v1::TuningRecord r;
+    r.set_workload_key(task->workload_key());
+    *r.mutable_workload() = task->workload();
+    r.set_chip_type(chip_type);
+    *r.mutable_chip() = job.job.chip();
+    *r.mutable_config() = trial.config();
+    r.set_config_key(codegen::ConfigKey(codegen::FromProto(trial.config())));
+    *r.mutable_measurement() = m;
+    r.set_created_unix_ms(clock_->NowMs());
+    r.set_job_id(job.job.id());
+    batch.records.push_back(std::move(r));
+  }
+  if (ok && (!task->has_best() || m.median_us() < task->best().median_us())) {
+    *task->mutable_best() = m;
+    *task->mutable_best_config() = trial.config();
+    PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);
+  } else {
+    PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
+  }
+}
+
+absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
+    const v1::ReportResultsRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  for (int i = 0; i < request.results_size(); ++i) {
+    const auto& r = request.results(i);
+    const auto& m = r.measurement();
+    if (m.status() == v1::STATUS_UNSPECIFIED || !v1::MeasurementStatus_IsValid(m.status()))
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].measurement.status: required"));
+    if (m.status() == v1::OK && !(m.median_us() > 0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("results[", i, "].measurement.median_us: must be > 0 for an OK result"));
+    if (r.attempt() < 1)
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].attempt: must be >= 1"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto wit = workers_.find(request.worker_id());
+  if (wit == workers_.end())
+    return absl::NotFoundError(absl::StrCat("worker_id: unknown worker ", request.worker_id()));
+  for (int i = 0; i < request.results_size(); ++i)
+    if (!trial_job_.count(request.results(i).trial_id()) &&
+        !FindJobLocked(request.results(i).trial_id().substr(0, 14)))
+      return absl::InvalidArgumentError(
+          absl::StrCat("results[", i, "].trial_id: unknown trial '", request.results(i).trial_id(), "'"));
+  v1::ReportResultsResponse out;
+  WriteBatch batch;
+  for (const auto& r : request.results()) {
+    auto jit = trial_job_.find(r.trial_id());
+    JobEntry* job = jit == trial_job_.end() ? nullptr : FindJobLocked(jit->second);
+    v1::Trial* trial = nullptr;
+    if (job) {
+      auto tit = job->trials.find(r.trial_id());
+      if (tit != job->trials.end()) trial = &tit->second;
+    }
+    if (!trial || job->terminal() || r.attempt() != trial->attempt()) {
+      out.set_stale(out.stale() + 1);
+      continue;
+    }
+    if (trial->state() == v1::DONE) {
+      out.set_duplicates(out.duplicates() + 1);
+      continue;
+    }
+    v1::Measurement m = r.measurement();
+    m.set_from_cache(false);
+    ApplyResultLocked(*job, *trial, m, r.implementation(), batch);
+    wit->second.info.set_trials_done(wit->second.info.trials_done() + 1);
+    MaybeFinishLocked(*job, batch);
+    batch.jobs.push_back(job->job);
+    out.set_accepted(out.accepted() + 1);
+  }
+  RETURN_IF_ERROR(WriteLocked(batch));
+  UpdateGaugesLocked();
+  work_cv_.notify_all();
+  return out;
+}
+
+}  // namespace kiln::server

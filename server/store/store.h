@@ -1,0 +1,45 @@
+// The Store extension point: jobs, trials, workers and tuning records, written atomically.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::server {
+
+// Everything one coordinator step changes; Store::Write applies it all or nothing.
+struct WriteBatch {
+  std::vector<v1::Job> jobs;
+  std::vector<v1::Trial> trials;
+  std::vector<v1::WorkerInfo> workers;
+  std::vector<v1::TuningRecord> records;
+  bool empty() const { return jobs.empty() && trials.empty() && workers.empty() && records.empty(); }
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Upserts every item of the batch in one transaction.
+  virtual absl::Status Write(const WriteBatch& batch) = 0;
+  virtual absl::StatusOr<std::vector<v1::Job>> LoadJobs() = 0;
+  virtual absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& job_id) = 0;
+  virtual absl::StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() = 0;
+  // The record of this exact (workload, chip type, config), if one was measured.
+  virtual absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(
+      const std::string& workload_key, const std::string& chip_type,
+      const std::string& config_key) = 0;
+  // The k fastest OK records for a workload on a chip type (any chip type when empty).
+  virtual absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
+                                                                   const std::string& chip_type,
+                                                                   int k) = 0;
+};
+
+// "sqlite:PATH", a plain path, or "" (DATA_DIR/kiln.db). PostgreSQL comes with a later issue.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
+                                                 const std::string& data_dir);
+
+}  // namespace kiln::server

@@ -1,0 +1,91 @@
+#include "server/validate.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "agent/strategy.h"
+#include "codegen/kernel_template.h"
+#include "codegen/workload.h"
+
+namespace kiln::server {
+namespace {
+
+bool IsHexId(const std::string& id, char prefix) {
+  if (id.size() != 14 || id[0] != prefix || id[1] != '-') return false;
+  for (size_t i = 2; i < id.size(); ++i)
+    if (!absl::ascii_isxdigit(id[i]) || absl::ascii_isupper(id[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (!spec.model().empty())
+    return absl::InvalidArgumentError(
+        "model: whole-model jobs are not supported by this coordinator yet; submit an operator "
+        "(--op with --shape)");
+  if (!spec.has_workload())
+    return absl::InvalidArgumentError("workload: an operator workload (op and shape) is required");
+  if (auto s = codegen::ValidateWorkload(spec.workload(), "workload"); !s.ok()) return s;
+  if (spec.chip().empty())
+    return absl::InvalidArgumentError(
+        "chip: a chip-type label prefix is required (e.g. cpu, cpu-x86_64-avx512)");
+  for (char c : spec.chip())
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '_' || c == '.' ||
+          c == ':'))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chip: '", spec.chip(), "' may hold only lower-case letters, digits and - _ . :"));
+  if (spec.budget_trials() < 0 || spec.budget_trials() > kMaxBudgetTrials)
+    return absl::InvalidArgumentError(absl::StrCat("budget_trials: must be in 1..",
+                                                   kMaxBudgetTrials, ", got ",
+                                                   spec.budget_trials()));
+  if (!std::isfinite(spec.max_seconds()) || spec.max_seconds() < 0 ||
+      spec.max_seconds() > kMaxJobSeconds)
+    return absl::InvalidArgumentError(absl::StrCat("max_seconds: must be in 0..", kMaxJobSeconds,
+                                                   " (0 = no limit), got ", spec.max_seconds()));
+  if (auto s = agent::CheckStrategyName(spec.strategy()); !s.ok()) return s;
+  if (spec.priority() < -100 || spec.priority() > 100)
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority: must be in -100..100, got ", spec.priority()));
+  std::string kind = spec.chip().substr(0, spec.chip().find('-'));
+  auto tmpl = codegen::FindTemplate(spec.workload(), kind);
+  if (tmpl.ok()) {
+    codegen::KnobSpace space = (*tmpl)->Space(spec.workload(), codegen::ChipTraits{});
+    for (const auto& [knob, value] : spec.pin()) {
+      if (!space.FindKnob(knob))
+        return absl::InvalidArgumentError(absl::StrCat("pin: ", codegen::OpName(spec.workload().op()),
+                                                       " on ", kind, " has no knob ", knob));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NormalizeJobSpec(v1::JobSpec* spec, uint64_t entropy) {
+  if (spec->budget_trials() == 0) spec->set_budget_trials(64);
+  if (spec->strategy().empty()) spec->set_strategy("default");
+  if (spec->seed() == 0) spec->set_seed(entropy | 1);
+  if (spec->workload().dtype() == v1::DTYPE_UNSPECIFIED) spec->mutable_workload()->set_dtype(v1::FP32);
+}
+
+std::string NewId(char prefix, uint64_t entropy) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%c-%012llx", prefix,
+                static_cast<unsigned long long>(entropy & 0xffffffffffffULL));
+  return buf;
+}
+
+absl::Status ValidateJobId(const std::string& id, const std::string& field) {
+  if (IsHexId(id, 'j')) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": '", id, "' is not a job id (expected j- and 12 hex digits)"));
+}
+
+absl::Status ValidateWorkerId(const std::string& id, const std::string& field) {
+  if (IsHexId(id, 'w')) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": '", id, "' is not a worker id (expected w- and 12 hex digits)"));
+}
+
+}  // namespace kiln::server

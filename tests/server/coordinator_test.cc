@@ -1,0 +1,253 @@
+#include "server/coordinator.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+#include "tests/server/test_util.h"
+
+namespace kiln::server {
+namespace {
+
+using testing::CpuChip;
+using testing::GemmSpec;
+using testing::Ok;
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TempDir();
+    store_ = *OpenStore("", dir_);
+    Restart();
+  }
+
+  // A fresh core over the same store, as after kill -9 of the coordinator.
+  void Restart() {
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr, CoreOptions{5000, 1000, 1000, 1});
+    ASSERT_TRUE(core_->Recover().ok());
+  }
+
+  std::string RegisterWorker(const std::string& id = "") {
+    v1::RegisterRequest r;
+    r.set_name("w");
+    *r.mutable_chip() = CpuChip();
+    r.set_worker_id(id);
+    auto resp = core_->Register(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp->worker_id();
+  }
+
+  std::vector<v1::Trial> Lease(const std::string& worker, int n = 1) {
+    v1::LeaseTrialsRequest r;
+    r.set_worker_id(worker);
+    r.set_max_trials(n);
+    auto resp = core_->LeaseTrials(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return {resp->trials().begin(), resp->trials().end()};
+  }
+
+  v1::ReportResultsResponse Report(const std::string& worker, const v1::Trial& t, v1::Measurement m) {
+    v1::ReportResultsRequest r;
+    r.set_worker_id(worker);
+    auto* res = r.add_results();
+    res->set_trial_id(t.id());
+    res->set_attempt(t.attempt());
+    *res->mutable_measurement() = m;
+    res->set_implementation(t.kind() == v1::BASELINE ? "openblas-sgemm" : "kiln");
+    auto resp = core_->ReportResults(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return *resp;
+  }
+
+  // Leases and answers trials until the job stops handing any out; returns trials run.
+  int Drain(const std::string& worker, double base_us = 100) {
+    int n = 0;
+    for (auto ts = Lease(worker); !ts.empty(); ts = Lease(worker))
+      for (const auto& t : ts) Report(worker, t, Ok(base_us + n++));
+    return n;
+  }
+
+  FakeClock clock_;
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> core_;
+};
+
+TEST_F(CoordinatorTest, BadSpecsAreRefusedAndNothingIsWritten) {
+  auto bad = GemmSpec(0, 8);
+  auto s = core_->SubmitJob(bad);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("M=0"), std::string::npos) << s.status();
+  auto spec = GemmSpec(8, 8);
+  spec.set_strategy("magic");
+  EXPECT_EQ(core_->SubmitJob(spec).status().code(), absl::StatusCode::kInvalidArgument);
+  spec = GemmSpec(8, 1000000);
+  EXPECT_NE(core_->SubmitJob(spec).status().message().find("budget_trials"), std::string::npos);
+  spec = GemmSpec(8, 8);
+  spec.mutable_workload()->set_op(v1::OP_KIND_UNSPECIFIED);
+  EXPECT_EQ(core_->SubmitJob(spec).status().code(), absl::StatusCode::kInvalidArgument);
+  spec = GemmSpec(8, 8);
+  (*spec.mutable_pin())["NOPE"] = 1;
+  EXPECT_NE(core_->SubmitJob(spec).status().message().find("NOPE"), std::string::npos);
+  EXPECT_TRUE(core_->ListJobs(0).empty());
+  EXPECT_TRUE(store_->LoadJobs()->empty());
+  EXPECT_EQ(core_->GetJob("not-an-id").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->GetJob("j-000000000000").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
+  auto id = core_->SubmitJob(GemmSpec(8, 5));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(core_->GetJob(*id)->state(), v1::QUEUED);
+  std::string w = RegisterWorker();
+  auto first = Lease(w);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].kind(), v1::BASELINE);
+  EXPECT_EQ(core_->GetJob(*id)->state(), v1::RUNNING);
+  Report(w, first[0], Ok(500));
+  EXPECT_EQ(Drain(w), 5);
+  auto job = *core_->GetJob(*id);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED) << job.message();
+  EXPECT_EQ(job.chip_type(), "cpu-x86_64-avx2");
+  EXPECT_EQ(job.tasks(0).trials_ok(), 5);
+  EXPECT_DOUBLE_EQ(job.tasks(0).best().median_us(), 100);
+  EXPECT_EQ(job.tasks(0).baseline_name(), "openblas-sgemm");
+  auto results = *core_->GetResults(*id);
+  EXPECT_EQ(results.trials_size(), 6);
+  std::set<std::string> configs;
+  for (const auto& t : results.trials())
+    if (t.kind() == v1::TUNE) EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+}
+
+TEST_F(CoordinatorTest, ReportsAreIdempotentPerAttempt) {
+  auto id = core_->SubmitJob(GemmSpec(8, 2));
+  std::string w = RegisterWorker();
+  auto t = Lease(w).at(0);
+  EXPECT_EQ(Report(w, t, Ok(10)).accepted(), 1);
+  EXPECT_EQ(Report(w, t, Ok(10)).duplicates(), 1);
+  t.set_attempt(7);
+  EXPECT_EQ(Report(w, t, Ok(10)).stale(), 1);
+}
+
+TEST_F(CoordinatorTest, SilentWorkersLeaseExpiresAndTheTrialIsRequeued) {
+  auto id = core_->SubmitJob(GemmSpec(8, 2));
+  std::string w1 = RegisterWorker();
+  auto t = Lease(w1).at(0);
+  EXPECT_EQ(t.attempt(), 1);
+  clock_.Advance(6000);  // past the 5 s lease without a heartbeat
+  core_->Tick();
+  std::string w2 = RegisterWorker();
+  auto again = Lease(w2).at(0);
+  EXPECT_EQ(again.id(), t.id());
+  EXPECT_EQ(again.attempt(), 2);
+  EXPECT_EQ(Report(w1, t, Ok(10)).stale(), 1);  // the old attempt comes back late
+  EXPECT_EQ(Report(w2, again, Ok(10)).accepted(), 1);
+}
+
+TEST_F(CoordinatorTest, HeartbeatsKeepLeasesAlive) {
+  core_->SubmitJob(GemmSpec(8, 2)).IgnoreError();
+  std::string w = RegisterWorker();
+  auto t = Lease(w).at(0);
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(3000);
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(w);
+    EXPECT_TRUE(core_->Heartbeat(hb)->known());
+    core_->Tick();
+  }
+  EXPECT_EQ(Report(w, t, Ok(10)).accepted(), 1);
+}
+
+TEST_F(CoordinatorTest, MeasuredConfigsAreAnsweredFromTheStore) {
+  auto a = *core_->SubmitJob(GemmSpec(8, 4));
+  std::string w = RegisterWorker();
+  Drain(w);
+  ASSERT_EQ(core_->GetJob(a)->state(), v1::SUCCEEDED);
+  auto b = *core_->SubmitJob(GemmSpec(8, 4));  // same seed, same workload, same chip
+  int measured = Drain(w);
+  EXPECT_EQ(measured, 1);  // only the baseline; every config came from the records
+  auto job = *core_->GetJob(b);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.tasks(0).trials_ok(), 4);
+  EXPECT_TRUE(job.tasks(0).best().from_cache());
+}
+
+TEST_F(CoordinatorTest, JobSurvivesARestartWithEveryTrialOnce) {
+  auto id = *core_->SubmitJob(GemmSpec(8, 6));
+  std::string w = RegisterWorker();
+  auto b = Lease(w).at(0);
+  Report(w, b, Ok(500));
+  auto t1 = Lease(w).at(0);
+  Report(w, t1, Ok(50));
+  auto t2 = Lease(w).at(0);  // leased when the coordinator dies
+  Restart();
+  EXPECT_EQ(core_->GetJob(id)->state(), v1::RUNNING);
+  EXPECT_EQ(Report(w, t2, Ok(40)).accepted(), 1);  // the worker reports after reconnecting
+  Drain(w);
+  auto r = *core_->GetResults(id);
+  EXPECT_EQ(r.job().state(), v1::SUCCEEDED);
+  EXPECT_EQ(r.job().tasks(0).trials_ok(), 6);
+  std::set<std::string> ids, configs;
+  for (const auto& t : r.trials()) {
+    EXPECT_EQ(t.state(), v1::DONE);
+    EXPECT_TRUE(ids.insert(t.id()).second);
+    if (t.kind() == v1::TUNE) EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+  }
+  EXPECT_EQ(configs.size(), 6u);
+}
+
+TEST_F(CoordinatorTest, CancelStopsTheJob) {
+  auto id = *core_->SubmitJob(GemmSpec(8, 6));
+  EXPECT_EQ(*core_->CancelJob(id), v1::CANCELLED);
+  std::string w = RegisterWorker();
+  EXPECT_TRUE(Lease(w).empty());
+  auto events = *core_->WaitEvents(id, 0, 0);
+  EXPECT_EQ(events.back().job().state(), v1::CANCELLED);
+}
+
+TEST_F(CoordinatorTest, TrialsGoOnlyToMatchingChipTypes) {
+  auto spec = GemmSpec(8, 2);
+  spec.set_chip("opencl");
+  auto id = *core_->SubmitJob(spec);
+  EXPECT_TRUE(Lease(RegisterWorker()).empty());
+  EXPECT_EQ(core_->GetJob(id)->state(), v1::QUEUED);
+}
+
+TEST_F(CoordinatorTest, AllFailedTrialsFailTheJob) {
+  auto id = *core_->SubmitJob(GemmSpec(8, 3));
+  std::string w = RegisterWorker();
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    v1::Measurement m;
+    m.set_status(ts[0].kind() == v1::BASELINE ? v1::OK : v1::CRASHED);
+    m.set_median_us(1);
+    Report(w, ts[0], m);
+  }
+  auto job = *core_->GetJob(id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.message().find("passed verification"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, TimeBudgetEndsTheJob) {
+  auto spec = GemmSpec(8, 50);
+  spec.set_max_seconds(2);
+  auto id = *core_->SubmitJob(spec);
+  std::string w = RegisterWorker();
+  auto b = Lease(w).at(0);
+  Report(w, b, Ok(500));
+  Report(w, Lease(w).at(0), Ok(30));
+  clock_.Advance(2500);
+  core_->Tick();
+  auto job = *core_->GetJob(id);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_NE(job.message().find("time budget"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, UnknownWorkerMustRegister) {
+  v1::LeaseTrialsRequest r;
+  r.set_worker_id("w-00000000abcd");
+  EXPECT_EQ(core_->LeaseTrials(r).status().code(), absl::StatusCode::kNotFound);
+  r.set_worker_id("bogus");
+  EXPECT_EQ(core_->LeaseTrials(r).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln::server

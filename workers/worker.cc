@@ -1,0 +1,289 @@
+// The worker daemon. A Boost.Asio io_context owns heartbeats and signals; a runner thread does
+// the blocking lease → run → report cycle, reconnecting with backoff while the coordinator is away.
+#include "workers/worker.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "hardware/device.h"
+#include "kiln/v1/worker_service.grpc.pb.h"
+#include "workers/sandbox.h"
+#include "workers/worker_metrics.h"
+
+namespace kiln::workers {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+class WorkerImpl final : public Worker {
+ public:
+  WorkerImpl(WorkerOptions o, std::unique_ptr<hardware::Device> device)
+      : o_(std::move(o)),
+        device_(std::move(device)),
+        metrics_(device_->Fingerprint().chip_type()),
+        stub_(v1::WorkerService::NewStub(
+            grpc::CreateChannel(o_.coordinator, grpc::InsecureChannelCredentials()))) {
+    if (o_.name.empty()) o_.name = absl::StrCat(Hostname(), "-", o_.device);
+    limits_.timeout_seconds = o_.trial_timeout_seconds;
+    limits_.memory_bytes = o_.trial_memory_bytes;
+  }
+
+  absl::Status Init() { return metrics_.Serve(o_.metrics_listen); }
+
+  absl::Status Run(bool handle_signals) override {
+    boost::asio::io_context io;
+    boost::asio::signal_set signals(io);
+    if (handle_signals) {
+      signals.add(SIGTERM);
+      signals.add(SIGINT);
+      signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        Log(absl::StrCat(strsignal(sig), " received: finishing the current trial, then exiting"));
+        Stop();
+      });
+    }
+    boost::asio::steady_timer heartbeat(io);
+    std::function<void()> beat = [&] {
+      if (stop_) {
+        signals.cancel();
+        return;
+      }
+      SendHeartbeat();
+      heartbeat.expires_after(std::chrono::milliseconds(heartbeat_ms_.load()));
+      heartbeat.async_wait([&](const boost::system::error_code& ec) {
+        if (!ec) beat();
+      });
+    };
+    // The stop check needs a short tick so Stop() from another thread ends the loop promptly.
+    boost::asio::steady_timer stop_poll(io);
+    std::function<void()> poll = [&] {
+      if (stop_) {
+        heartbeat.cancel();
+        signals.cancel();
+        return;
+      }
+      stop_poll.expires_after(std::chrono::milliseconds(100));
+      stop_poll.async_wait([&](const boost::system::error_code& ec) {
+        if (!ec) poll();
+      });
+    };
+    beat();
+    poll();
+    std::thread runner([this] { RunnerLoop(); });
+    io.run();
+    runner.join();
+    Log("stopped");
+    return absl::OkStatus();
+  }
+
+  void Stop() override {
+    stop_ = true;
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    if (lease_ctx_) lease_ctx_->TryCancel();
+  }
+
+ private:
+  void Log(const std::string& msg) {
+    if (!o_.quiet) std::fprintf(stderr, "kiln-worker %s: %s\n", o_.name.c_str(), msg.c_str());
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx(int seconds) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+    return ctx;
+  }
+
+  void SendHeartbeat() {
+    std::string id = WorkerId();
+    if (id.empty()) return;
+    v1::HeartbeatRequest req;
+    req.set_worker_id(id);
+    v1::HeartbeatResponse resp;
+    auto ctx = Ctx(5);
+    grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
+    if (s.ok() && !resp.known()) need_register_ = true;
+  }
+
+  std::string WorkerId() {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    return worker_id_;
+  }
+
+  // Sleeps up to `ms`, returning early on Stop().
+  void Backoff(int ms) {
+    for (int waited = 0; waited < ms && !stop_; waited += 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  bool EnsureRegistered() {
+    int delay = 200;
+    while (!stop_ && (need_register_ || WorkerId().empty())) {
+      v1::RegisterRequest req;
+      req.set_name(o_.name);
+      *req.mutable_chip() = device_->Fingerprint();
+      req.set_slots(1);
+      req.set_worker_id(WorkerId());
+      v1::RegisterResponse resp;
+      auto ctx = Ctx(10);
+      grpc::Status s = stub_->Register(ctx.get(), req, &resp);
+      if (s.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(ctx_mu_);
+          worker_id_ = resp.worker_id();
+        }
+        heartbeat_ms_ = std::max(200, resp.heartbeat_interval_ms());
+        need_register_ = false;
+        metrics_.SetConnected(true);
+        Log(absl::StrCat("registered as ", resp.worker_id(), " (", device_->Fingerprint().chip_type(),
+                         ") with ", o_.coordinator));
+        return true;
+      }
+      metrics_.SetConnected(false);
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        Log("registration refused: " + s.error_message());
+        stop_ = true;
+        return false;
+      }
+      Log(absl::StrCat("coordinator at ", o_.coordinator, " unavailable (", s.error_message(),
+                       "); retrying in ", delay, " ms"));
+      Backoff(delay);
+      delay = std::min(delay * 2, 5000);
+    }
+    return !stop_;
+  }
+
+  void RunnerLoop() {
+    int delay = 200;
+    while (!stop_) {
+      if (!EnsureRegistered()) break;
+      v1::LeaseTrialsRequest req;
+      req.set_worker_id(WorkerId());
+      req.set_max_trials(1);
+      req.set_wait_ms(5000);
+      v1::LeaseTrialsResponse resp;
+      grpc::Status s;
+      {
+        auto ctx = Ctx(15);
+        {
+          std::lock_guard<std::mutex> lock(ctx_mu_);
+          lease_ctx_ = ctx.get();
+        }
+        s = stub_->LeaseTrials(ctx.get(), req, &resp);
+        std::lock_guard<std::mutex> lock(ctx_mu_);
+        lease_ctx_ = nullptr;
+      }
+      if (!s.ok()) {
+        if (stop_) break;
+        if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+          need_register_ = true;
+          continue;
+        }
+        metrics_.SetConnected(false);
+        Log(absl::StrCat("lease failed (", s.error_message(), "); retrying in ", delay, " ms"));
+        Backoff(delay);
+        delay = std::min(delay * 2, 5000);
+        continue;
+      }
+      delay = 200;
+      metrics_.SetConnected(true);
+      for (int i = 0; i < resp.trials_size(); ++i) {
+        if (stop_) {  // hand back what was not started
+          Release(resp, i);
+          break;
+        }
+        RunAndReport(resp.trials(i));
+      }
+    }
+  }
+
+  void Release(const v1::LeaseTrialsResponse& resp, int from) {
+    v1::ReleaseTrialsRequest req;
+    req.set_worker_id(WorkerId());
+    for (int i = from; i < resp.trials_size(); ++i) req.add_trial_ids(resp.trials(i).id());
+    v1::ReleaseTrialsResponse out;
+    auto ctx = Ctx(5);
+    stub_->ReleaseTrials(ctx.get(), req, &out);
+  }
+
+  void RunAndReport(const v1::Trial& trial) {
+    metrics_.SetBusy(true);
+    TrialOutcome outcome = RunTrial(*device_, o_.device, trial, limits_);
+    metrics_.SetBusy(false);
+    const v1::Measurement& m = outcome.measurement;
+    metrics_.TrialFinished(v1::MeasurementStatus_Name(m.status()), m.compile_seconds(),
+                           m.measure_seconds());
+    Log(absl::StrCat(trial.id(), trial.kind() == v1::BASELINE ? " baseline " : " ",
+                     v1::MeasurementStatus_Name(m.status()),
+                     m.status() == v1::OK ? absl::StrCat(" ", m.median_us(), " us") : " " + m.message().substr(0, 200)));
+    v1::ReportResultsRequest req;
+    req.set_worker_id(WorkerId());
+    v1::TrialResult* r = req.add_results();
+    r->set_trial_id(trial.id());
+    r->set_attempt(trial.attempt());
+    *r->mutable_measurement() = m;
+    r->set_source_hash(outcome.source_hash);
+    r->set_toolchain(outcome.toolchain);
+    r->set_implementation(outcome.implementation);
+    // Reports are idempotent per attempt, so retrying is safe; give up only when stopping.
+    for (int delay = 200, tries = 0;; delay = std::min(delay * 2, 5000), ++tries) {
+      v1::ReportResultsResponse resp;
+      auto ctx = Ctx(10);
+      grpc::Status s = stub_->ReportResults(ctx.get(), req, &resp);
+      if (s.ok()) return;
+      if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+        need_register_ = true;
+        EnsureRegistered();
+        req.set_worker_id(WorkerId());
+        continue;
+      }
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        Log("report refused: " + s.error_message());
+        return;
+      }
+      if (stop_ && tries >= 3) {
+        Log("could not report " + trial.id() + " before exiting; its lease will expire");
+        return;
+      }
+      Log(absl::StrCat("report failed (", s.error_message(), "); retrying in ", delay, " ms"));
+      Backoff(delay);
+      if (stop_) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    }
+  }
+
+  WorkerOptions o_;
+  std::unique_ptr<hardware::Device> device_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  SandboxLimits limits_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> need_register_{false};
+  std::atomic<int> heartbeat_ms_{2000};
+  std::mutex ctx_mu_;
+  grpc::ClientContext* lease_ctx_ = nullptr;
+  std::string worker_id_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& o) {
+  if (o.trial_timeout_seconds <= 0) return absl::InvalidArgumentError("--trial-timeout: must be > 0");
+  auto device = hardware::OpenDevice(o.device);
+  if (!device.ok()) return device.status();
+  auto w = std::make_unique<WorkerImpl>(o, std::move(*device));
+  if (auto s = w->Init(); !s.ok()) return s;
+  return std::unique_ptr<Worker>(std::move(w));
+}
+
+}  // namespace kiln::workers

@@ -1,0 +1,38 @@
+// The worker daemon: register, heartbeat, lease, run sandboxed trials, report (Boost.Asio loop).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kiln::workers {
+
+struct WorkerOptions {
+  std::string coordinator = "127.0.0.1:50051";
+  std::string device = "cpu";
+  std::string name;                              // default: hostname-device
+  std::string metrics_listen = "0.0.0.0:9465";   // empty: none
+  double trial_timeout_seconds = 30;             // wall clock for one sandboxed trial
+  long long trial_memory_bytes = 8LL << 30;      // RLIMIT_AS of the trial child
+  bool quiet = false;
+};
+
+class Worker {
+ public:
+  virtual ~Worker() = default;
+  // Serves until Stop() or SIGTERM/SIGINT (when handle_signals). Returns OK on a clean stop.
+  virtual absl::Status Run(bool handle_signals) = 0;
+  // Asks Run to finish the current trial, hand back other leases and return. Thread-safe.
+  virtual void Stop() = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& o);
+
+// Entry of the sandboxed trial child: reads a SandboxRequest on stdin, writes a Measurement on
+// stdout. Binaries that host a worker call this first when argv[1] == kTrialChildFlag.
+inline constexpr char kTrialChildFlag[] = "--kiln-trial-child";
+int TrialChildMain();
+
+}  // namespace kiln::workers

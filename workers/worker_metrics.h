@@ -1,0 +1,37 @@
+// Worker metrics (prometheus-cpp), served on the worker's --metrics-listen.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::workers {
+
+class WorkerMetrics {
+ public:
+  explicit WorkerMetrics(const std::string& chip_type);
+  // Starts the HTTP endpoint ("" = none).
+  absl::Status Serve(const std::string& listen);
+
+  void TrialFinished(const std::string& status, double compile_s, double measure_s);
+  void SetConnected(bool up) { connected_.Set(up ? 1 : 0); }
+  void SetBusy(bool busy) { busy_.Set(busy ? 1 : 0); }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string chip_type_;
+  prometheus::Family<prometheus::Counter>& trials_;
+  prometheus::Family<prometheus::Histogram>& phase_;
+  prometheus::Gauge& connected_;
+  prometheus::Gauge& busy_;
+};
+
+}  // namespace kiln::workers
