@@ -178,6 +178,15 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
     return;
   }
+  if (trial.kind() == v1::REMEASURE) {
+    // The confirmed figure is the re-measurement; it must still beat the best.
+    if (m.status() == v1::OK && (!task->has_best() || m.median_us() < task->best().median_us())) {
+      *task->mutable_best() = m;
+      *task->mutable_best_config() = trial.config();
+      PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);
+    }
+    return;
+  }
   bool ok = m.status() == v1::OK;
   job.job.set_trials_done(job.job.trials_done() + 1);
   if (ok) {
@@ -202,7 +211,14 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     r.set_job_id(job.job.id());
     batch.records.push_back(std::move(r));
   }
-  if (ok && (!task->has_best() || m.median_us() < task->best().median_us())) {
+  bool better = ok && (!task->has_best() || m.median_us() < task->best().median_us());
+  if (better && !m.from_cache()) {
+    // A new best is measured once more before it is reported (DESIGN.md §5).
+    v1::Trial& again = NewTrialLocked(job, trial.task_index(), v1::REMEASURE);
+    *again.mutable_config() = trial.config();
+    batch.trials.push_back(again);
+    PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
+  } else if (better) {
     *task->mutable_best() = m;
     *task->mutable_best_config() = trial.config();
     PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);

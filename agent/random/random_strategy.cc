@@ -9,7 +9,7 @@ namespace {
 
 // Spaces up to this many Cartesian points are enumerated and shuffled; larger ones are
 // sampled by rejection.
-constexpr uint64_t kEnumerateLimit = 1 << 21;
+constexpr uint64_t kEnumerateLimit = 1 << 16;
 
 class RandomStrategy final : public Strategy {
  public:

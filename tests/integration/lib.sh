@@ -1,0 +1,39 @@
+# Helpers for the integration tests: find binaries, start daemons on free loopback ports, clean up.
+set -euo pipefail
+BIN=${KILN_BIN:?set KILN_BIN to the build folder}
+COORD_BIN=$BIN/server/kiln-coordinator
+WORKER_BIN=$BIN/workers/kiln-worker
+KILN_CLI=$BIN/cli/kiln
+WORK=$(mktemp -d /tmp/kiln-it-XXXXXX)
+export KILN_CACHE_DIR=$WORK/cache
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+die() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; tail -20 "$f"; done >&2; exit 1; }
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# start_coordinator PORT: listens on 127.0.0.1:PORT (0 = any; the bound port lands in COORD).
+start_coordinator() {
+  rm -f "$WORK/port"
+  "$COORD_BIN" --listen "127.0.0.1:$1" --data-dir "$WORK/data" --port-file "$WORK/port" \
+    --metrics-listen "127.0.0.1:$(free_port)" --lease-ttl-ms 4000 --heartbeat-ms 500 \
+    >>"$WORK/coordinator.log" 2>&1 &
+  COORD_PID=$!; PIDS+=($COORD_PID)
+  for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+  [ -s "$WORK/port" ] || die "coordinator wrote no port file"
+  COORD=127.0.0.1:$(cat "$WORK/port")
+}
+
+start_worker() {
+  WORKER_METRICS=127.0.0.1:$(free_port)
+  "$WORKER_BIN" --coordinator "$COORD" --device cpu --metrics-listen "$WORKER_METRICS" "$@" \
+    >>"$WORK/worker.log" 2>&1 &
+  WORKER_PID=$!; PIDS+=($WORKER_PID)
+}
+
+kiln() { "$KILN_CLI" --coordinator "$COORD" "$@"; }
