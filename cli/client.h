@@ -1,0 +1,55 @@
+// RPC plumbing of the kiln client: TuningService calls with deadlines, and a reconnecting watch.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kiln/v1/tuning_service.grpc.pb.h"
+
+namespace kiln::cli {
+
+struct WatchCallbacks {
+  std::function<void(const v1::JobEvent&)> on_event;
+  std::function<void(const std::string&)> on_notice;  // "connection lost; reconnecting ..."
+  int initial_backoff_ms = 250;
+  int max_backoff_ms = 4000;
+  int give_up_after_ms = 10 * 60 * 1000;  // of continuous failure
+};
+
+class Client {
+ public:
+  explicit Client(std::string address, int deadline_seconds = 30);
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<std::string> SubmitJob(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::Job>> ListJobs();
+  absl::StatusOr<v1::JobState> CancelJob(const std::string& job_id);
+  absl::StatusOr<v1::GetResultsResponse> GetResults(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
+
+  // Follows the job's events until it reaches a terminal state and returns that snapshot. When
+  // the stream breaks after it was established (e.g. the coordinator restarts) it reconnects
+  // with exponential backoff (a coordinator unreachable at the start is an error at once).
+  // The first event passed on is a snapshot from GetJob; replayed events older than what was
+  // already passed on are skipped.
+  absl::StatusOr<v1::Job> Watch(const std::string& job_id, const WatchCallbacks& callbacks);
+
+ private:
+  void Prepare(grpc::ClientContext* context) const;
+
+  std::string address_;
+  int deadline_seconds_;
+  std::unique_ptr<v1::TuningService::Stub> stub_;
+};
+
+// The user-facing text (without the "kiln: " prefix) of a failed call to the coordinator at
+// `address`: "CODE: message", or for UNAVAILABLE "cannot reach the coordinator at ADDR (...)".
+std::string DescribeError(const absl::Status& status, const std::string& address);
+
+}  // namespace kiln::cli

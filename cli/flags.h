@@ -1,0 +1,41 @@
+// Parsing the kiln command line: subcommand, global flags, and JOB-FLAGS into a JobSpec.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::cli {
+
+inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
+
+// What the user asked for. Filled as far as parsing got, so that errors can point at the
+// command's help.
+struct Invocation {
+  std::string command;      // submit, watch, jobs, results, cancel, workers, tune, help; "" none
+  std::string job_id;       // watch, results, cancel
+  std::string help_topic;   // `kiln help CMD`
+  std::string coordinator;  // HOST:PORT: --coordinator, else KILN_COORDINATOR, else the default
+  bool help = false;
+  bool version = false;
+  bool json = false;
+  bool wait = false;
+  bool local = false;
+  std::string data_dir = "./kiln-data";  // tune --local
+  v1::JobSpec spec;                      // submit, tune
+  // Model jobs: accepted and checked, not yet sent (the planner issue adds them to JobSpec).
+  std::string phase;
+  int batch = 0;
+  int context = 0;
+};
+
+// Parses the arguments after the program name; flags may come before or after the command.
+// `env_coordinator` is KILN_COORDINATOR (null when unset). Errors are InvalidArgument with a
+// message meant for the user that names the flag, e.g. "missing --chip (...)"; errors found by
+// the workload validator read "INVALID_ARGUMENT: shape: M=0 is out of range; ...".
+absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* env_coordinator,
+                              Invocation* out);
+
+}  // namespace kiln::cli

@@ -1,0 +1,154 @@
+#include "cli/results.h"
+
+#include <algorithm>
+
+#include "cli/format.h"
+#include "cli/json_writer.h"
+#include "cli/table.h"
+#include "codegen/workload.h"
+
+namespace kiln::cli {
+namespace {
+
+// The fastest usable trial of `kind` for task `index`, or null.
+const v1::Trial* BestTrial(const v1::GetResultsResponse& results, int index, v1::TrialKind kind) {
+  const v1::Trial* best = nullptr;
+  for (const v1::Trial& trial : results.trials()) {
+    if (trial.task_index() != index || trial.kind() != kind || !trial.has_measurement() ||
+        trial.measurement().status() != v1::OK || !IsUsable(trial.measurement()))
+      continue;
+    if (!best || trial.measurement().median_us() < best->measurement().median_us()) best = &trial;
+  }
+  return best;
+}
+
+void WriteSamples(JsonWriter& w, const v1::Measurement& m) {
+  w.Key("samples_us").BeginArray();
+  for (double s : m.samples_us()) w.Number(s);
+  w.EndArray();
+}
+
+}  // namespace
+
+std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
+  std::vector<TaskSummary> out;
+  const v1::Job& job = results.job();
+  for (int i = 0; i < job.tasks_size(); ++i) {
+    const v1::TaskResult& task = job.tasks(i);
+    TaskSummary s;
+    s.workload =
+        task.workload_key().empty() ? codegen::WorkloadKey(task.workload()) : task.workload_key();
+    s.count = std::max(task.count(), 1);
+    s.ok = task.trials_ok();
+    s.failed = task.trials_failed();
+    s.budget = task.trials_budget();
+    if (task.has_best() && IsUsable(task.best())) {
+      s.best = task.best();
+      s.best_config = task.best_config();
+    } else if (const v1::Trial* t = BestTrial(results, i, v1::TUNE)) {
+      s.best = t->measurement();
+      s.best_config = t->config();
+    }
+    s.baseline_name = task.baseline_name();
+    if (task.has_baseline() && IsUsable(task.baseline())) {
+      s.baseline = task.baseline();
+    } else if (const v1::Trial* t = BestTrial(results, i, v1::BASELINE)) {
+      s.baseline = t->measurement();
+    }
+    if (s.baseline && s.baseline_name.empty()) s.baseline_name = "baseline";
+    if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string FormatResultsTable(const v1::GetResultsResponse& results) {
+  const v1::Job& job = results.job();
+  std::string out = "job " + job.id() + "  " + v1::JobState_Name(job.state()) + "  chip " +
+                    (job.chip_type().empty() ? "-" : job.chip_type()) + "\n";
+  if (!job.message().empty()) out += job.message() + "\n";
+  std::vector<TaskSummary> tasks = SummarizeTasks(results);
+  if (tasks.empty()) return out + "no tasks\n";
+  std::vector<Row> rows;
+  for (const TaskSummary& t : tasks) {
+    rows.push_back(
+        {t.workload, std::to_string(t.count), std::to_string(t.ok) + "/" + std::to_string(t.failed),
+         t.best ? FormatMicros(t.best->median_us()) : "-",
+         t.best ? FormatFixed(t.best->gflops(), 1) : "-",
+         t.best ? FormatFixed(t.best->gbytes_per_s(), 1) : "-",
+         t.baseline ? t.baseline_name + " " + FormatMicros(t.baseline->median_us()) : "-",
+         t.speedup ? FormatFixed(*t.speedup, 2) + "x" : "-"});
+  }
+  out += "\n";
+  out += FormatTable({"WORKLOAD", "COUNT", "OK/FAILED", "BEST (µs)", "GFLOP/s", "GB/s",
+                      "BASELINE (µs)", "SPEEDUP"},
+                     rows);
+  for (const TaskSummary& t : tasks) {
+    if (!t.best) continue;
+    std::string config = ConfigText(t.best_config);
+    out +=
+        (tasks.size() == 1 ? std::string("best config: ") : "best config (" + t.workload + "): ") +
+        (config.empty() ? "-" : config) + "\n";
+  }
+  return out;
+}
+
+std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFingerprint* chip) {
+  const v1::Job& job = results.job();
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("job_id").String(job.id());
+  w.Key("state").String(v1::JobState_Name(job.state()));
+  w.Key("chip_type").String(job.chip_type());
+  w.Key("message").String(job.message());
+  w.Key("tasks").BeginArray();
+  for (const TaskSummary& t : SummarizeTasks(results)) {
+    w.BeginObject();
+    w.Key("workload").String(t.workload);
+    w.Key("count").Int(t.count);
+    w.Key("trials").BeginObject();
+    w.Key("ok").Int(t.ok).Key("failed").Int(t.failed).Key("budget").Int(t.budget);
+    w.EndObject();
+    w.Key("best");
+    if (t.best) {
+      const v1::Measurement& m = *t.best;
+      w.BeginObject().Key("config").BeginObject();
+      std::vector<std::pair<std::string, int64_t>> knobs(t.best_config.knobs().begin(),
+                                                         t.best_config.knobs().end());
+      std::sort(knobs.begin(), knobs.end());
+      for (const auto& [name, value] : knobs) w.Key(name).Int(value);
+      w.EndObject();
+      w.Key("median_us").Number(m.median_us()).Key("p10_us").Number(m.p10_us());
+      w.Key("p90_us").Number(m.p90_us()).Key("cv").Number(m.cv());
+      w.Key("gflops").Number(m.gflops()).Key("gbytes_per_s").Number(m.gbytes_per_s());
+      w.Key("max_error").Number(m.max_error());
+      WriteSamples(w, m);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
+    w.Key("baseline");
+    if (t.baseline) {
+      const v1::Measurement& m = *t.baseline;
+      w.BeginObject().Key("name").String(t.baseline_name);
+      w.Key("median_us").Number(m.median_us()).Key("gflops").Number(m.gflops());
+      w.Key("gbytes_per_s").Number(m.gbytes_per_s());
+      WriteSamples(w, m);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
+    w.Key("speedup_vs_baseline");
+    t.speedup ? w.Number(*t.speedup) : w.Null();
+    w.EndObject();
+  }
+  w.EndArray();
+  if (chip) {
+    w.Key("chip");
+    WriteChipJson(w, *chip);
+  }
+  w.EndObject();
+  return w.str();
+}
+
+}  // namespace kiln::cli

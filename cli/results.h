@@ -1,0 +1,36 @@
+// The results of a job as a readable table and as the JSON object of DESIGN.md §8.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/v1/tuning_service.pb.h"
+
+namespace kiln::cli {
+
+// One task's outcome, with best and baseline taken from the task result or, when the
+// coordinator left them out, from the job's trials.
+struct TaskSummary {
+  std::string workload;
+  int count = 1;
+  int ok = 0;
+  int failed = 0;
+  int budget = 0;
+  std::optional<v1::Measurement> best;
+  v1::Config best_config;
+  std::optional<v1::Measurement> baseline;
+  std::string baseline_name;
+  std::optional<double> speedup;  // baseline median / best median
+};
+
+std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);
+
+// Job line (id, state, chip type), message, one row per task, then each task's best config.
+std::string FormatResultsTable(const v1::GetResultsResponse& results);
+
+// One JSON object: job_id, state, chip_type, message, tasks[...], and chip when given.
+std::string ResultsJson(const v1::GetResultsResponse& results,
+                        const v1::ChipFingerprint* chip = nullptr);
+
+}  // namespace kiln::cli

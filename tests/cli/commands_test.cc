@@ -1,0 +1,293 @@
+// Tests of the kiln commands against an in-process fake TuningService (incl. watch reconnects).
+#include "cli/commands.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kiln/v1/tuning_service.grpc.pb.h"
+
+namespace kiln::cli {
+namespace {
+
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Answers from a script; WatchJob sends `watch_script` and then ends, or hangs until cancelled.
+class FakeTuning final : public v1::TuningService::Service {
+ public:
+  std::mutex mu;
+  std::vector<v1::JobSpec> submitted;
+  v1::Job job;
+  std::vector<v1::Job> watch_script;
+  bool hang_after_script = false;
+  std::vector<v1::WorkerInfo> workers;
+  std::atomic<int> events_sent{0};
+
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+                         v1::SubmitJobResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (req->spec().chip() == "tpu")
+      return {grpc::StatusCode::INVALID_ARGUMENT, "chip: no worker has a chip type 'tpu*'"};
+    submitted.push_back(req->spec());
+    resp->set_job_id("job-1");
+    return grpc::Status::OK;
+  }
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (req->job_id() != job.id())
+      return {grpc::StatusCode::NOT_FOUND, "job: no job " + req->job_id()};
+    *resp = job;
+    return grpc::Status::OK;
+  }
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                        v1::ListJobsResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    *resp->add_jobs() = job;
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest*,
+                        grpc::ServerWriter<v1::JobEvent>* writer) override {
+    std::vector<v1::Job> script;
+    bool hang;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      script = watch_script;
+      hang = hang_after_script;
+    }
+    for (const v1::Job& snapshot : script) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        job = snapshot;
+      }
+      v1::JobEvent e;
+      e.set_kind(v1::JobEvent::PROGRESS);
+      *e.mutable_job() = snapshot;
+      writer->Write(e);
+      ++events_sent;
+    }
+    while (hang && !ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*,
+                         v1::CancelJobResponse* resp) override {
+    resp->set_state(v1::CANCELLED);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetResults(grpc::ServerContext*, const v1::GetResultsRequest* req,
+                          v1::GetResultsResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (req->job_id() != job.id())
+      return {grpc::StatusCode::NOT_FOUND, "job: no job " + req->job_id()};
+    *resp->mutable_job() = job;
+    return grpc::Status::OK;
+  }
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                           v1::ListWorkersResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& w : workers) *resp->add_workers() = w;
+    return grpc::Status::OK;
+  }
+};
+
+std::unique_ptr<grpc::Server> Serve(FakeTuning* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(*port), grpc::InsecureServerCredentials(),
+                           port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+v1::Job MakeJob(v1::JobState state, int done) {
+  v1::Job job;
+  job.set_id("job-1");
+  job.set_state(state);
+  job.set_chip_type("cpu-x86_64-avx2");
+  job.mutable_spec()->set_chip("cpu");
+  job.mutable_spec()->set_budget_trials(8);
+  job.set_trials_done(done);
+  v1::TaskResult* task = job.add_tasks();
+  task->set_workload_key("gemm m=8 n=64 k=64 fp32");
+  task->set_count(1);
+  task->set_trials_ok(done);
+  task->set_trials_budget(8);
+  if (done > 0) {
+    task->mutable_best()->set_status(v1::OK);
+    task->mutable_best()->set_median_us(10.0 + 8 - done);
+    (*task->mutable_best_config()->mutable_knobs())["MR"] = 4;
+  }
+  return job;
+}
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = Serve(&fake_, &port_);
+    ASSERT_TRUE(server_);
+    address_ = "127.0.0.1:" + std::to_string(port_);
+    fake_.job = MakeJob(v1::SUCCEEDED, 8);
+    v1::WorkerInfo w;
+    w.set_id("w-1");
+    w.set_state("alive");
+    w.mutable_chip()->set_chip_type("cpu-x86_64-avx2");
+    w.mutable_chip()->set_model("Test CPU");
+    fake_.workers.push_back(w);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    Invocation inv;
+    args.push_back("--coordinator=" + address_);
+    absl::Status parsed = ParseCommandLine(args, nullptr, &inv);
+    EXPECT_TRUE(parsed.ok()) << parsed;
+    Io io{out_, err_, false, [] { return int64_t{1'000'000}; }};
+    return RunRemoteCommand(inv, io);
+  }
+
+  FakeTuning fake_;
+  int port_ = 0;
+  std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+  std::ostringstream out_, err_;
+};
+
+const std::vector<std::string> kSubmit = {"submit", "--op", "gemm",     "--shape", "M=8,N=64,K=64",
+                                          "--chip", "cpu",  "--budget", "8"};
+
+std::vector<std::string> With(std::vector<std::string> base, std::vector<std::string> extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+TEST_F(CommandsTest, SubmitPrintsTheJobId) {
+  EXPECT_EQ(Run(kSubmit), 0);
+  EXPECT_EQ(out_.str(), "job-1\n");
+  EXPECT_EQ(Run(With(kSubmit, {"--json"})), 0);
+  EXPECT_EQ(out_.str(), "{\"job_id\": \"job-1\"}\n");
+  ASSERT_EQ(fake_.submitted.size(), 2u);
+  EXPECT_EQ(fake_.submitted[0].budget_trials(), 8);
+  EXPECT_EQ(fake_.submitted[0].workload().dims().at("N"), 64);
+}
+
+TEST_F(CommandsTest, ServerErrorsPrintCodeAndMessage) {
+  std::vector<std::string> args = kSubmit;
+  args[6] = "tpu";
+  EXPECT_EQ(Run(args), 1);
+  EXPECT_EQ(err_.str(), "kiln: INVALID_ARGUMENT: chip: no worker has a chip type 'tpu*'\n");
+  EXPECT_EQ(Run({"results", "nope"}), 1);
+  EXPECT_EQ(err_.str(), "kiln: NOT_FOUND: job: no job nope\n");
+}
+
+TEST_F(CommandsTest, SubmitWaitShowsProgressThenResults) {
+  fake_.job = MakeJob(v1::QUEUED, 0);
+  fake_.watch_script = {MakeJob(v1::RUNNING, 3), MakeJob(v1::RUNNING, 6),
+                        MakeJob(v1::SUCCEEDED, 8)};
+  EXPECT_EQ(Run(With(kSubmit, {"--wait"})), 0);
+  EXPECT_THAT(err_.str(), HasSubstr("submitted job job-1"));
+  EXPECT_THAT(err_.str(), HasSubstr("3/8 trials"));
+  EXPECT_THAT(err_.str(), HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(out_.str(), HasSubstr("job job-1  SUCCEEDED  chip cpu-x86_64-avx2"));
+  EXPECT_THAT(out_.str(), HasSubstr("best config: MR=4"));
+
+  fake_.job = MakeJob(v1::QUEUED, 0);
+  EXPECT_EQ(Run(With(kSubmit, {"--wait", "--json"})), 0);
+  EXPECT_EQ(out_.str(), "{\"job_id\": \"job-1\"}\n");
+}
+
+TEST_F(CommandsTest, SubmitWaitExitsOneWhenTheJobFails) {
+  v1::Job failed = MakeJob(v1::FAILED, 2);
+  failed.set_message("no worker matched chip cpu within 60 s");
+  fake_.job = MakeJob(v1::QUEUED, 0);
+  fake_.watch_script = {MakeJob(v1::RUNNING, 1), failed};
+  EXPECT_EQ(Run(With(kSubmit, {"--wait"})), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("job job-1 FAILED: no worker matched"));
+  EXPECT_THAT(out_.str(), HasSubstr("job job-1  FAILED"));
+}
+
+TEST_F(CommandsTest, WatchSkipsReplayedHistoryOlderThanTheSnapshot) {
+  fake_.job = MakeJob(v1::RUNNING, 5);
+  fake_.watch_script = {MakeJob(v1::QUEUED, 0), MakeJob(v1::RUNNING, 2), MakeJob(v1::RUNNING, 5),
+                        MakeJob(v1::SUCCEEDED, 8)};
+  EXPECT_EQ(Run({"watch", "job-1"}), 0);
+  EXPECT_THAT(err_.str(), Not(HasSubstr("QUEUED")));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("2/8")));
+  EXPECT_THAT(err_.str(), HasSubstr("5/8 trials"));
+  EXPECT_THAT(err_.str(), HasSubstr("8/8 trials"));
+}
+
+TEST_F(CommandsTest, WatchOfAFinishedJobEndsAtOnce) {
+  EXPECT_EQ(Run({"watch", "job-1"}), 0);
+  EXPECT_EQ(out_.str(), "job job-1 SUCCEEDED\n");
+}
+
+TEST_F(CommandsTest, WatchReconnectsAfterACoordinatorRestart) {
+  fake_.job = MakeJob(v1::RUNNING, 2);
+  fake_.watch_script = {MakeJob(v1::RUNNING, 2), MakeJob(v1::RUNNING, 4)};
+  fake_.hang_after_script = true;
+  int rc = -1;
+  std::thread watcher([&] { rc = Run({"watch", "job-1"}); });
+  while (fake_.events_sent < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  server_->Shutdown(std::chrono::system_clock::now());  // breaks the stream
+  server_.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  FakeTuning restarted;
+  restarted.job = MakeJob(v1::SUCCEEDED, 8);
+  restarted.watch_script = {MakeJob(v1::RUNNING, 6), MakeJob(v1::SUCCEEDED, 8)};
+  int port = port_;
+  server_ = Serve(&restarted, &port);
+  ASSERT_TRUE(server_) << "could not rebind port " << port_;
+  watcher.join();
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+  EXPECT_EQ(rc, 0) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("lost the connection to the coordinator"));
+  EXPECT_THAT(err_.str(), HasSubstr("reconnected"));
+  EXPECT_THAT(err_.str(), HasSubstr("6/8 trials"));
+  EXPECT_EQ(out_.str(), "job job-1 SUCCEEDED\n");
+}
+
+TEST_F(CommandsTest, JobsResultsWorkersCancel) {
+  EXPECT_EQ(Run({"jobs"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("ID     STATE      CHIP"));
+  EXPECT_THAT(out_.str(), HasSubstr("job-1  SUCCEEDED  cpu-x86_64-avx2  gemm m=8 n=64 k=64 fp32"));
+
+  EXPECT_EQ(Run({"results", "job-1", "--json"}), 0);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok()) << out_.str();
+  EXPECT_EQ(parsed.fields().at("state").string_value(), "SUCCEEDED");
+  EXPECT_EQ(parsed.fields().at("chip").struct_value().fields().at("model").string_value(),
+            "Test CPU");
+
+  EXPECT_EQ(Run({"workers"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("w-1"));
+  EXPECT_EQ(Run({"workers", "--json"}), 0);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok());
+
+  EXPECT_EQ(Run({"cancel", "job-1"}), 0);
+  EXPECT_EQ(out_.str(), "job job-1 CANCELLED\n");
+}
+
+TEST_F(CommandsTest, UnreachableCoordinatorGetsAHelpfulMessage) {
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+  EXPECT_EQ(Run({"jobs"}), 1);
+  EXPECT_EQ(err_.str(), "kiln: cannot reach the coordinator at " + address_ +
+                            " (is kiln-coordinator running? set --coordinator or "
+                            "KILN_COORDINATOR)\n");
+}
+
+}  // namespace
+}  // namespace kiln::cli

@@ -1,0 +1,201 @@
+// Tests of the kiln command-line parser: commands, global flags and JOB-FLAGS.
+#include "cli/flags.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::Status Parse(std::vector<std::string> args, Invocation* inv, const char* env = nullptr) {
+  return ParseCommandLine(args, env, inv);
+}
+
+std::string Error(std::vector<std::string> args, const char* env = nullptr) {
+  Invocation inv;
+  absl::Status s = Parse(args, &inv, env);
+  EXPECT_FALSE(s.ok()) << "accepted: " << testing::PrintToString(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  return std::string(s.message());
+}
+
+const std::vector<std::string> kGemm = {"--op",   "gemm", "--shape", "M=8,N=4096,K=4096",
+                                        "--chip", "cpu"};
+
+std::vector<std::string> Submit(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"submit"};
+  args.insert(args.end(), kGemm.begin(), kGemm.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(FlagsTest, SubmitBuildsTheJobSpecWithDefaults) {
+  Invocation inv;
+  ASSERT_TRUE(Parse(Submit({}), &inv).ok());
+  EXPECT_EQ(inv.command, "submit");
+  EXPECT_EQ(inv.coordinator, "127.0.0.1:50051");
+  EXPECT_FALSE(inv.wait);
+  EXPECT_FALSE(inv.json);
+  const v1::JobSpec& spec = inv.spec;
+  EXPECT_EQ(spec.workload().op(), v1::GEMM);
+  EXPECT_EQ(spec.workload().dtype(), v1::FP32);
+  EXPECT_EQ(spec.workload().dims().at("M"), 8);
+  EXPECT_EQ(spec.workload().dims().at("K"), 4096);
+  EXPECT_EQ(spec.chip(), "cpu");
+  EXPECT_EQ(spec.budget_trials(), 64);
+  EXPECT_EQ(spec.strategy(), "");
+  EXPECT_EQ(spec.seed(), 0u);
+  EXPECT_EQ(spec.max_seconds(), 0);
+  EXPECT_TRUE(spec.model().empty());
+}
+
+TEST(FlagsTest, AllJobFlagsAndEqualsForm) {
+  Invocation inv;
+  ASSERT_TRUE(Parse(Submit({"--budget=200", "--max-seconds", "90.5", "--strategy", "policy",
+                            "--seed", "18446744073709551615", "--priority", "-3", "--pin", "MR=8",
+                            "--pin=NR=16", "--wait", "--json", "--dtype", "fp32"}),
+                    &inv)
+                  .ok());
+  EXPECT_TRUE(inv.wait);
+  EXPECT_TRUE(inv.json);
+  EXPECT_EQ(inv.spec.budget_trials(), 200);
+  EXPECT_DOUBLE_EQ(inv.spec.max_seconds(), 90.5);
+  EXPECT_EQ(inv.spec.strategy(), "policy");
+  EXPECT_EQ(inv.spec.seed(), 18446744073709551615ull);
+  EXPECT_EQ(inv.spec.priority(), -3);
+  EXPECT_EQ(inv.spec.pin().at("MR"), 8);
+  EXPECT_EQ(inv.spec.pin().at("NR"), 16);
+}
+
+TEST(FlagsTest, GlobalFlagsBeforeOrAfterTheCommand) {
+  Invocation before, after;
+  ASSERT_TRUE(Parse({"--coordinator", "10.0.0.5:6000", "jobs"}, &before).ok());
+  ASSERT_TRUE(Parse({"jobs", "--coordinator=10.0.0.5:6000"}, &after).ok());
+  EXPECT_EQ(before.coordinator, "10.0.0.5:6000");
+  EXPECT_EQ(after.coordinator, "10.0.0.5:6000");
+  EXPECT_EQ(before.command, "jobs");
+}
+
+TEST(FlagsTest, CoordinatorFromEnvironmentUnlessFlagGiven) {
+  Invocation env, flag;
+  ASSERT_TRUE(Parse({"workers"}, &env, "host:7000").ok());
+  EXPECT_EQ(env.coordinator, "host:7000");
+  ASSERT_TRUE(Parse({"workers", "--coordinator", "other:1"}, &flag, "host:7000").ok());
+  EXPECT_EQ(flag.coordinator, "other:1");
+  EXPECT_THAT(Error({"workers"}, "nonsense"), HasSubstr("KILN_COORDINATOR"));
+  EXPECT_THAT(Error({"workers", "--coordinator", "h:99999"}), HasSubstr("--coordinator"));
+}
+
+TEST(FlagsTest, JobCommandsTakeOneJobId) {
+  for (const char* cmd : {"watch", "results", "cancel"}) {
+    Invocation inv;
+    ASSERT_TRUE(Parse({cmd, "job-1"}, &inv).ok()) << cmd;
+    EXPECT_EQ(inv.job_id, "job-1");
+    EXPECT_THAT(Error({cmd}), HasSubstr("missing JOB"));
+    EXPECT_THAT(Error({cmd, "a", "b"}), HasSubstr("unexpected argument 'b'"));
+  }
+  Invocation inv;
+  ASSERT_TRUE(Parse({"results", "--json", "j"}, &inv).ok());
+  EXPECT_TRUE(inv.json);
+  EXPECT_THAT(Error({"jobs", "extra"}), HasSubstr("unexpected argument 'extra'"));
+}
+
+TEST(FlagsTest, HelpAndVersion) {
+  Invocation a, b, c, d;
+  ASSERT_TRUE(Parse({"--version"}, &a).ok());
+  EXPECT_TRUE(a.version);
+  ASSERT_TRUE(Parse({"submit", "--help"}, &b).ok());  // no JOB-FLAGS needed for help
+  EXPECT_TRUE(b.help);
+  EXPECT_EQ(b.command, "submit");
+  ASSERT_TRUE(Parse({"help", "results"}, &c).ok());
+  EXPECT_TRUE(c.help);
+  EXPECT_EQ(c.help_topic, "results");
+  ASSERT_TRUE(Parse({"-h"}, &d).ok());
+  EXPECT_TRUE(d.help);
+}
+
+TEST(FlagsTest, UsageErrorsNameTheFlag) {
+  EXPECT_THAT(Error({}), HasSubstr("missing command"));
+  EXPECT_THAT(Error({"frobnicate"}), HasSubstr("unknown command 'frobnicate'"));
+  EXPECT_THAT(Error(Submit({"--frob"})), HasSubstr("unknown flag --frob"));
+  EXPECT_THAT(Error(Submit({"-x"})), HasSubstr("unknown flag -x"));
+  EXPECT_THAT(Error({"jobs", "--wait"}), HasSubstr("--wait does not apply to 'kiln jobs'"));
+  EXPECT_THAT(Error({"submit", "--op", "gemm", "--shape", "M=1,N=1,K=1"}),
+              HasSubstr("missing --chip"));
+  EXPECT_THAT(Error({"submit", "--chip", "cpu"}), HasSubstr("missing --op and --shape"));
+  EXPECT_THAT(Error({"submit", "--chip", "cpu", "--op", "gemm"}), HasSubstr("missing --shape"));
+  EXPECT_THAT(Error({"submit", "--chip", "cpu", "--shape", "M=1"}), HasSubstr("missing --op"));
+  EXPECT_THAT(Error(Submit({"--budget", "0"})), HasSubstr("--budget"));
+  EXPECT_THAT(Error(Submit({"--budget", "ten"})), HasSubstr("--budget"));
+  EXPECT_THAT(Error(Submit({"--max-seconds", "-1"})), HasSubstr("--max-seconds"));
+  EXPECT_THAT(Error(Submit({"--max-seconds", "inf"})), HasSubstr("--max-seconds"));
+  EXPECT_THAT(Error(Submit({"--seed", "-1"})), HasSubstr("--seed"));
+  EXPECT_THAT(Error(Submit({"--priority", "1.5"})), HasSubstr("--priority"));
+  EXPECT_THAT(Error(Submit({"--pin", "MR"})), HasSubstr("--pin"));
+  EXPECT_THAT(Error(Submit({"--pin", "MR=x"})), HasSubstr("--pin"));
+  EXPECT_THAT(Error(Submit({"--pin", "MR=8", "--pin", "MR=4"})), HasSubstr("pinned twice"));
+  EXPECT_THAT(Error(Submit({"--budget", "5", "--budget", "6"})), HasSubstr("more than once"));
+  EXPECT_THAT(Error(Submit({"--strategy"})), HasSubstr("--strategy needs a value"));
+  EXPECT_THAT(Error({"submit", "--op", "--shape", "M=1"}), HasSubstr("--op needs a value"));
+  EXPECT_THAT(Error(Submit({"--wait=yes"})), HasSubstr("--wait takes no value"));
+  EXPECT_THAT(Error(Submit({"--batch", "4"})), HasSubstr("--batch applies to model jobs"));
+  EXPECT_THAT(Error(Submit({"--model", "llama"})), HasSubstr("exclusive"));
+}
+
+TEST(FlagsTest, WorkloadErrorsComeFromTheValidator) {
+  EXPECT_EQ(Error({"submit", "--op", "gemm", "--shape", "M=0,N=4096,K=4096", "--chip", "cpu"}),
+            "INVALID_ARGUMENT: shape: M=0 is out of range; M must be in 1..1048576");
+  EXPECT_THAT(Error({"submit", "--op", "nope", "--shape", "M=1", "--chip", "cpu"}),
+              HasSubstr("unknown operator 'nope'"));
+  EXPECT_THAT(Error(Submit({"--dtype", "fp64"})), HasSubstr("dtype"));
+}
+
+TEST(FlagsTest, ModelJobs) {
+  Invocation inv;
+  ASSERT_TRUE(Parse({"submit", "--model", "llama-3-8b", "--phase", "decode", "--batch", "1",
+                     "--context", "2048", "--chip", "cpu"},
+                    &inv)
+                  .ok());
+  EXPECT_EQ(inv.spec.model(), "llama-3-8b");
+  EXPECT_FALSE(inv.spec.has_workload());
+  EXPECT_EQ(inv.phase, "decode");
+  EXPECT_EQ(inv.batch, 1);
+  EXPECT_EQ(inv.context, 2048);
+  EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--phase", "train"}),
+              HasSubstr("--phase"));
+  EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--context", "0"}),
+              HasSubstr("--context"));
+
+  std::string path = testing::TempDir() + "/kiln_flags_config.json";
+  std::ofstream(path) << "{\"hidden_size\": 4096}";
+  Invocation hf;
+  ASSERT_TRUE(Parse({"submit", "--hf-config", path, "--chip", "cpu"}, &hf).ok());
+  EXPECT_EQ(hf.spec.model(), "hf-config:" + path);
+  std::remove(path.c_str());
+  EXPECT_THAT(Error({"submit", "--hf-config", "/nonexistent/config.json", "--chip", "cpu"}),
+              HasSubstr("--hf-config: cannot read '/nonexistent/config.json'"));
+}
+
+TEST(FlagsTest, TuneNeedsLocalAndTakesDataDir) {
+  std::vector<std::string> args = {"tune", "--local", "--data-dir", "/tmp/kd"};
+  args.insert(args.end(), kGemm.begin(), kGemm.end());
+  Invocation inv;
+  ASSERT_TRUE(Parse(args, &inv).ok());
+  EXPECT_TRUE(inv.local);
+  EXPECT_EQ(inv.data_dir, "/tmp/kd");
+  EXPECT_EQ(inv.spec.chip(), "cpu");
+  std::vector<std::string> no_local = {"tune"};
+  no_local.insert(no_local.end(), kGemm.begin(), kGemm.end());
+  EXPECT_THAT(Error(no_local), HasSubstr("needs --local"));
+  EXPECT_THAT(Error({"submit", "--local"}), HasSubstr("--local does not apply"));
+}
+
+}  // namespace
+}  // namespace kiln::cli
