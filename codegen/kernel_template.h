@@ -14,9 +14,9 @@ namespace kiln::codegen {
 
 // A template rendered for (workload, config, dialect): source text plus compile definitions.
 struct Kernel {
-  std::string dialect;  // "cpp" for the CPU backend
-  std::string entry;    // exported symbol the device calls
-  std::string source;   // the template file's text
+  std::string dialect;                                   // "cpp" for the CPU backend
+  std::string entry;                                     // exported symbol the device calls
+  std::string source;                                    // the template file's text
   std::vector<std::pair<std::string, int64_t>> defines;  // tunables as compile-time constants
   std::string Hash() const;  // stable hash of source + defines + dialect
 };

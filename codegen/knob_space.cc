@@ -68,9 +68,8 @@ absl::Status KnobSpace::Pin(const std::string& name, int64_t value) {
   for (auto& k : knobs_) {
     if (k.name != name) continue;
     if (std::find(k.values.begin(), k.values.end(), value) == k.values.end())
-      return absl::InvalidArgumentError(absl::StrCat("pin: ", name, "=", value,
-                                                     " is not in its domain {",
-                                                     absl::StrJoin(k.values, ","), "}"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pin: ", name, "=", value, " is not in its domain {", absl::StrJoin(k.values, ","), "}"));
     k.values = {value};
     return absl::OkStatus();
   }

@@ -61,7 +61,7 @@ v1::Config ToProto(const Config& config);
 
 // What the knob spaces need to know about a chip, derived from its fingerprint.
 struct ChipTraits {
-  int vector_floats = 8;     // fp32 lanes per SIMD register (8 AVX2, 16 AVX-512)
+  int vector_floats = 8;      // fp32 lanes per SIMD register (8 AVX2, 16 AVX-512)
   int vector_registers = 16;  // architectural SIMD registers
   int cores = 1;
   int64_t l1d_bytes = 32 << 10;

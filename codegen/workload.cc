@@ -38,8 +38,8 @@ absl::StatusOr<v1::OpKind> ParseOp(absl::string_view name) {
     std::vector<std::string> names;
     for (int i = 1; i <= v1::OpKind_MAX; ++i)
       if (v1::OpKind_IsValid(i)) names.push_back(OpName(static_cast<v1::OpKind>(i)));
-    return absl::InvalidArgumentError(absl::StrCat("op: unknown operator '", name,
-                                                   "'; known: ", absl::StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op: unknown operator '", name, "'; known: ", absl::StrJoin(names, ", ")));
   }
   return op;
 }
@@ -86,8 +86,8 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".op: operator is required"));
   std::vector<std::string> need = RequiredDims(w.op());
   if (need.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".op: operator ", OpName(w.op()), " is not supported yet (supported: gemm)"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".op: operator ", OpName(w.op()),
+                                                   " is not supported yet (supported: gemm)"));
   if (w.dtype() != v1::FP32 && w.dtype() != v1::DTYPE_UNSPECIFIED)
     return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", DTypeName(w.dtype()),
                                                    " is not supported yet for ", OpName(w.op()),
@@ -106,8 +106,8 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
           absl::StrCat(field, ": ", OpName(w.op()), " needs dimension ", name));
     if (it->second < 1 || it->second > kMaxDim)
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, "=", it->second,
-                                                     " is out of range; ", name,
-                                                     " must be in 1..", kMaxDim));
+                                                     " is out of range; ", name, " must be in 1..",
+                                                     kMaxDim));
     elements *= it->second;
   }
   // Each operand must fit in memory a worker can reasonably hold (4 GiB per operand).
@@ -116,9 +116,9 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
     double m = d.at("M"), n = d.at("N"), k = d.at("K");
     double largest = std::max({m * k, k * n, m * n}) * DTypeBytes(w.dtype());
     if (largest > 4.0 * (1LL << 30))
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": an operand of ", WorkloadKey(w), " would need ", largest / (1LL << 30),
-          " GiB; each operand must fit in 4 GiB"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": an operand of ", WorkloadKey(w),
+                                                     " would need ", largest / (1LL << 30),
+                                                     " GiB; each operand must fit in 4 GiB"));
   }
   return absl::OkStatus();
 }
@@ -127,7 +127,8 @@ std::string WorkloadKey(const v1::Workload& w) {
   std::string key = OpName(w.op());
   for (const auto& name : RequiredDims(w.op())) {
     auto it = w.dims().find(name);
-    absl::StrAppend(&key, " ", absl::AsciiStrToLower(name), "=", it == w.dims().end() ? 0 : it->second);
+    absl::StrAppend(&key, " ", absl::AsciiStrToLower(name), "=",
+                    it == w.dims().end() ? 0 : it->second);
   }
   if (!w.epilogue().empty()) absl::StrAppend(&key, " +", w.epilogue());
   absl::StrAppend(&key, " ", DTypeName(w.dtype() == v1::DTYPE_UNSPECIFIED ? v1::FP32 : w.dtype()));

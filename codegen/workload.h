@@ -2,16 +2,16 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kiln/v1/types.pb.h"
 
 namespace kiln::codegen {
 
-std::string OpName(v1::OpKind op);                        // GEMM -> "gemm"
+std::string OpName(v1::OpKind op);                           // GEMM -> "gemm"
 absl::StatusOr<v1::OpKind> ParseOp(absl::string_view name);  // case-insensitive
-std::string DTypeName(v1::DType dtype);                   // FP32 -> "fp32"
+std::string DTypeName(v1::DType dtype);                      // FP32 -> "fp32"
 absl::StatusOr<v1::DType> ParseDType(absl::string_view name);
 
 // Builds a workload from command-line style text. Errors name the field and the rule.

@@ -21,8 +21,8 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& text, const std::strin
   if (hp.host.size() > 2 && hp.host.front() == '[' && hp.host.back() == ']')
     hp.host = hp.host.substr(1, hp.host.size() - 2);
   if (!absl::SimpleAtoi(text.substr(colon + 1), &hp.port) || hp.port < 0 || hp.port > 65535)
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": port must be a number in 0..65535, got '", text.substr(colon + 1), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": port must be a number in 0..65535, got '", text.substr(colon + 1), "'"));
   return hp;
 }
 

@@ -17,9 +17,9 @@ absl::Status StatusFromException(const std::exception& e, const char* file, int 
 #define KILN_CONCAT_INNER(a, b) a##b
 #define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::absl::Status _kiln_status = (expr);      \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::absl::Status _kiln_status = (expr);        \
     if (!_kiln_status.ok()) return _kiln_status; \
   } while (0)
 
@@ -32,12 +32,12 @@ absl::Status StatusFromException(const std::exception& e, const char* file, int 
   KILN_ASSIGN_OR_RETURN_IMPL(KILN_CONCAT(_kiln_statusor_, __LINE__), lhs, expr)
 
 // Runs `body`; a std::exception escaping it becomes INTERNAL with file:line.
-#define KILN_CATCH_AS_STATUS(body)                                     \
-  [&]() -> ::absl::Status {                                            \
-    try {                                                              \
-      body;                                                            \
-    } catch (const std::exception& e) {                                \
-      return ::kiln::StatusFromException(e, __FILE__, __LINE__);       \
-    }                                                                  \
-    return ::absl::OkStatus();                                         \
+#define KILN_CATCH_AS_STATUS(body)                               \
+  [&]() -> ::absl::Status {                                      \
+    try {                                                        \
+      body;                                                      \
+    } catch (const std::exception& e) {                          \
+      return ::kiln::StatusFromException(e, __FILE__, __LINE__); \
+    }                                                            \
+    return ::absl::OkStatus();                                   \
   }()

@@ -27,7 +27,8 @@ void CloseFd(int& fd) {
 std::string SubprocessResult::Describe() const {
   if (!started) return "could not start: " + error;
   if (timed_out) return absl::StrCat("timed out after ", seconds, " s");
-  if (term_signal != 0) return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
+  if (term_signal != 0)
+    return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
   return absl::StrCat("exited with code ", exit_code);
 }
 
@@ -39,7 +40,8 @@ std::string SelfExecutable() {
   return buf;
 }
 
-SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
+SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
+                               const SubprocessOptions& opts) {
   SubprocessResult r;
   auto start = std::chrono::steady_clock::now();
   int in[2], out[2], err[2];
@@ -57,7 +59,8 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const Subpr
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
-  rlimit mem{static_cast<rlim_t>(opts.memory_limit_bytes), static_cast<rlim_t>(opts.memory_limit_bytes)};
+  rlimit mem{static_cast<rlim_t>(opts.memory_limit_bytes),
+             static_cast<rlim_t>(opts.memory_limit_bytes)};
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -87,8 +90,8 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const Subpr
   auto deadline = start + std::chrono::duration<double>(opts.timeout_seconds);
   char buf[65536];
   while (out_fd >= 0 || err_fd >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                      std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       r.timed_out = true;
       break;
@@ -103,7 +106,8 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const Subpr
     for (int i = 0; i < n; ++i) {
       if (!fds[i].revents) continue;
       if (fds[i].fd == in_fd) {
-        ssize_t w = write(in_fd, opts.stdin_data.data() + written, opts.stdin_data.size() - written);
+        ssize_t w =
+            write(in_fd, opts.stdin_data.data() + written, opts.stdin_data.size() - written);
         if (w > 0) written += w;
         if (w < 0 && errno != EAGAIN) CloseFd(in_fd);
         if (written == opts.stdin_data.size()) CloseFd(in_fd);
@@ -113,7 +117,8 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const Subpr
       std::string& dst = &fd == &out_fd ? r.stdout_data : r.stderr_data;
       ssize_t got = read(fd, buf, sizeof(buf));
       if (got > 0) {
-        if (dst.size() < opts.max_output_bytes) dst.append(buf, std::min<size_t>(got, opts.max_output_bytes - dst.size()));
+        if (dst.size() < opts.max_output_bytes)
+          dst.append(buf, std::min<size_t>(got, opts.max_output_bytes - dst.size()));
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
         CloseFd(fd);
       }

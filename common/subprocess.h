@@ -10,8 +10,8 @@ namespace kiln {
 struct SubprocessOptions {
   std::string stdin_data;
   double timeout_seconds = 60;
-  int64_t memory_limit_bytes = 0;  // RLIMIT_AS; 0 = none
-  size_t max_output_bytes = 1 << 20;  // per stream; the rest is dropped
+  int64_t memory_limit_bytes = 0;      // RLIMIT_AS; 0 = none
+  size_t max_output_bytes = 1 << 20;   // per stream; the rest is dropped
   std::vector<std::string> extra_env;  // "NAME=value", added to the inherited environment
 };
 

@@ -46,8 +46,8 @@ class Coordinator {
   absl::StatusOr<std::vector<v1::TuningRecord>> LookupBest(const v1::LookupBestRequest& request);
   // Events with seq > after_seq (the first call, after_seq 0, gets a snapshot). Waits up to
   // wait_ms for one; returns at once for a finished job.
-  absl::StatusOr<std::vector<v1::JobEvent>> WaitEvents(const std::string& job_id,
-                                                       int64_t after_seq, int wait_ms);
+  absl::StatusOr<std::vector<v1::JobEvent>> WaitEvents(const std::string& job_id, int64_t after_seq,
+                                                       int wait_ms);
 
   // WorkerService.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);

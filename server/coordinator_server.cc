@@ -45,23 +45,26 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     int bound = 0;
-    std::string host = listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host;
-    builder.AddListeningPort(absl::StrCat(host, ":", listen.port), grpc::InsecureServerCredentials(),
-                             &bound);
+    std::string host =
+        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host;
+    builder.AddListeningPort(absl::StrCat(host, ":", listen.port),
+                             grpc::InsecureServerCredentials(), &bound);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(workers_.get());
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
     server_ = builder.BuildAndStart();
     if (!server_ || bound == 0)
-      return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ", o.listen,
-                                                 " (address in use or not local?)"));
+      return absl::UnavailableError(
+          absl::StrCat("--listen: cannot listen on ", o.listen, " (address in use or not local?)"));
     address_ = absl::StrCat(host, ":", bound);
-    if (!o.port_file.empty()) RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(bound, "\n")));
+    if (!o.port_file.empty())
+      RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(bound, "\n")));
     ticker_ = std::thread([this] {
       while (!stop_) {
         core_->Tick();
-        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int i = 0; i < 5 && !stop_; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
     return absl::OkStatus();

@@ -150,11 +150,13 @@ void Coordinator::UpdateGaugesLocked() {
   std::map<std::string, double> queue;
   for (const auto& [id, job] : jobs_) {
     jobs_by_state[v1::JobState_Name(job->job.state())]++;
-    const std::string& label = job->job.chip_type().empty() ? job->job.spec().chip() : job->job.chip_type();
+    const std::string& label =
+        job->job.chip_type().empty() ? job->job.spec().chip() : job->job.chip_type();
     double waiting = 0;
     if (!job->terminal()) {
       for (size_t i = 0; i < job->tasks.size(); ++i)
-        if (!job->tasks[i].exhausted) waiting += std::max(0, job->Budget(i) - job->tasks[i].proposed);
+        if (!job->tasks[i].exhausted)
+          waiting += std::max(0, job->Budget(i) - job->tasks[i].proposed);
       for (const auto& [tid, t] : job->trials) waiting += t.state() == v1::PENDING;
     }
     queue[label] += waiting;
@@ -188,7 +190,9 @@ absl::Status Coordinator::Recover() {
     bool rebuild = !entry->terminal() && !entry->job.chip_type().empty();
     if (rebuild) {
       absl::Status bound = BindLocked(*entry, entry->job.chip());
-      if (!bound.ok()) return absl::Status(bound.code(), absl::StrCat("recovering job ", entry->job.id(), ": ", bound.message()));
+      if (!bound.ok())
+        return absl::Status(
+            bound.code(), absl::StrCat("recovering job ", entry->job.id(), ": ", bound.message()));
     }
     for (auto& t : trials) {
       entry->next_trial_seq = std::max(entry->next_trial_seq, t.seq() + 1);

@@ -33,16 +33,22 @@ int main(int argc, char** argv) {
       dst = argv[++i];
     };
     std::string v;
-    if (a == "--listen") value(o.listen);
-    else if (a == "--data-dir") value(o.data_dir);
-    else if (a == "--store") value(o.store);
-    else if (a == "--metrics-listen") value(o.metrics_listen);
-    else if (a == "--port-file") value(o.port_file);
+    if (a == "--listen")
+      value(o.listen);
+    else if (a == "--data-dir")
+      value(o.data_dir);
+    else if (a == "--store")
+      value(o.store);
+    else if (a == "--metrics-listen")
+      value(o.metrics_listen);
+    else if (a == "--port-file")
+      value(o.port_file);
     else if (a == "--lease-ttl-ms" || a == "--heartbeat-ms") {
       value(v);
       int n = std::atoi(v.c_str());
       if (n < 100) {
-        std::fprintf(stderr, "kiln-coordinator: %s must be a number of milliseconds >= 100\n", a.c_str());
+        std::fprintf(stderr, "kiln-coordinator: %s must be a number of milliseconds >= 100\n",
+                     a.c_str());
         return 2;
       }
       (a == "--lease-ttl-ms" ? o.lease_ttl_ms : o.heartbeat_interval_ms) = n;

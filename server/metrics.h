@@ -1,14 +1,14 @@
 // Coordinator metrics (prometheus-cpp): families built once, injected into the core.
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
 
 namespace kiln::server {
 

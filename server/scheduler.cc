@@ -107,8 +107,9 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     return absl::InvalidArgumentError("max_trials: must be in 1..64");
   if (request.wait_ms() < 0) return absl::InvalidArgumentError("wait_ms: must be >= 0");
   int max = std::max(1, request.max_trials());
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(std::min(request.wait_ms(), options_.max_lease_wait_ms));
+  auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(std::min(request.wait_ms(), options_.max_lease_wait_ms));
   std::unique_lock<std::mutex> lock(mu_);
   v1::LeaseTrialsResponse out;
   while (true) {
@@ -133,8 +134,8 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       if (job->job.chip_type().empty()) {
         absl::Status bound = BindLocked(*job, worker.chip());
         if (!bound.ok()) {
-          FinishLocked(*job, v1::FAILED, absl::StrCat("cannot tune on ", label, ": ", bound.message()),
-                       batch);
+          FinishLocked(*job, v1::FAILED,
+                       absl::StrCat("cannot tune on ", label, ": ", bound.message()), batch);
           continue;
         }
         job->job.set_state(v1::RUNNING);
@@ -234,7 +235,8 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     const auto& r = request.results(i);
     const auto& m = r.measurement();
     if (m.status() == v1::STATUS_UNSPECIFIED || !v1::MeasurementStatus_IsValid(m.status()))
-      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].measurement.status: required"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("results[", i, "].measurement.status: required"));
     if (m.status() == v1::OK && !(m.median_us() > 0))
       return absl::InvalidArgumentError(
           absl::StrCat("results[", i, "].measurement.median_us: must be > 0 for an OK result"));
@@ -248,8 +250,8 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   for (int i = 0; i < request.results_size(); ++i)
     if (!trial_job_.count(request.results(i).trial_id()) &&
         !FindJobLocked(request.results(i).trial_id().substr(0, 14)))
-      return absl::InvalidArgumentError(
-          absl::StrCat("results[", i, "].trial_id: unknown trial '", request.results(i).trial_id(), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].trial_id: unknown trial '",
+                                                     request.results(i).trial_id(), "'"));
   v1::ReportResultsResponse out;
   WriteBatch batch;
   for (const auto& r : request.results()) {

@@ -19,8 +19,9 @@ grpc::Status Handle(CoordinatorMetrics* metrics, const char* method, Fn&& body) 
   }
   grpc::Status g = ToGrpc(s);
   if (metrics)
-    metrics->RpcFinished(method, absl::StatusCodeToString(s.code()),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    metrics->RpcFinished(
+        method, absl::StatusCodeToString(s.code()),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return g;
 }
 
@@ -40,7 +41,8 @@ grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::Submit
                 [&] { return Assign(core_->SubmitJob(req->spec()), resp->mutable_job_id()); });
 }
 
-grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) {
+grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+                                       v1::Job* resp) {
   return Handle(metrics_, "GetJob", [&] { return Assign(core_->GetJob(req->job_id()), resp); });
 }
 
@@ -86,7 +88,8 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::Cancel
 
 grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext*, const v1::GetResultsRequest* req,
                                            v1::GetResultsResponse* resp) {
-  return Handle(metrics_, "GetResults", [&] { return Assign(core_->GetResults(req->job_id()), resp); });
+  return Handle(metrics_, "GetResults",
+                [&] { return Assign(core_->GetResults(req->job_id()), resp); });
 }
 
 grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
@@ -109,9 +112,8 @@ grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::Looku
 
 grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext*, const v1::ExportKernelsRequest*,
                                               v1::ExportKernelsResponse*) {
-  return Handle(metrics_, "ExportKernels", [&] {
-    return absl::UnimplementedError("ExportKernels is not implemented yet");
-  });
+  return Handle(metrics_, "ExportKernels",
+                [&] { return absl::UnimplementedError("ExportKernels is not implemented yet"); });
 }
 
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* req,
@@ -129,12 +131,15 @@ grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext*, const v1::Leas
   return Handle(metrics_, "LeaseTrials", [&] { return Assign(core_->LeaseTrials(*req), resp); });
 }
 
-grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext*, const v1::ReportResultsRequest* req,
+grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext*,
+                                              const v1::ReportResultsRequest* req,
                                               v1::ReportResultsResponse* resp) {
-  return Handle(metrics_, "ReportResults", [&] { return Assign(core_->ReportResults(*req), resp); });
+  return Handle(metrics_, "ReportResults",
+                [&] { return Assign(core_->ReportResults(*req), resp); });
 }
 
-grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext*, const v1::ReleaseTrialsRequest* req,
+grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext*,
+                                              const v1::ReleaseTrialsRequest* req,
                                               v1::ReleaseTrialsResponse*) {
   return Handle(metrics_, "ReleaseTrials", [&] { return core_->ReleaseTrials(*req); });
 }

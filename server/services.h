@@ -13,18 +13,25 @@ namespace kiln::server {
 
 class TuningServiceImpl final : public v1::TuningService::Service {
  public:
-  TuningServiceImpl(Coordinator* core, CoordinatorMetrics* metrics) : core_(core), metrics_(metrics) {}
+  TuningServiceImpl(Coordinator* core, CoordinatorMetrics* metrics)
+      : core_(core), metrics_(metrics) {}
   void Stop() { stopping_ = true; }
 
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*,
+                         v1::SubmitJobResponse*) override;
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                        v1::ListJobsResponse*) override;
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*,
                         grpc::ServerWriter<v1::JobEvent>*) override;
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
-  grpc::Status GetResults(grpc::ServerContext*, const v1::GetResultsRequest*, v1::GetResultsResponse*) override;
-  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
-  grpc::Status LookupBest(grpc::ServerContext*, const v1::LookupBestRequest*, v1::LookupBestResponse*) override;
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*,
+                         v1::CancelJobResponse*) override;
+  grpc::Status GetResults(grpc::ServerContext*, const v1::GetResultsRequest*,
+                          v1::GetResultsResponse*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                           v1::ListWorkersResponse*) override;
+  grpc::Status LookupBest(grpc::ServerContext*, const v1::LookupBestRequest*,
+                          v1::LookupBestResponse*) override;
   grpc::Status ExportKernels(grpc::ServerContext*, const v1::ExportKernelsRequest*,
                              v1::ExportKernelsResponse*) override;
 
@@ -36,10 +43,13 @@ class TuningServiceImpl final : public v1::TuningService::Service {
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
  public:
-  WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics) : core_(core), metrics_(metrics) {}
+  WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics)
+      : core_(core), metrics_(metrics) {}
 
-  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*, v1::RegisterResponse*) override;
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
+                        v1::RegisterResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override;
   grpc::Status LeaseTrials(grpc::ServerContext*, const v1::LeaseTrialsRequest*,
                            v1::LeaseTrialsResponse*) override;
   grpc::Status ReportResults(grpc::ServerContext*, const v1::ReportResultsRequest*,

@@ -38,9 +38,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       return absl::InvalidArgumentError(absl::StrCat(
           "chip: '", spec.chip(), "' may hold only lower-case letters, digits and - _ . :"));
   if (spec.budget_trials() < 0 || spec.budget_trials() > kMaxBudgetTrials)
-    return absl::InvalidArgumentError(absl::StrCat("budget_trials: must be in 1..",
-                                                   kMaxBudgetTrials, ", got ",
-                                                   spec.budget_trials()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget_trials: must be in 1..", kMaxBudgetTrials, ", got ", spec.budget_trials()));
   if (!std::isfinite(spec.max_seconds()) || spec.max_seconds() < 0 ||
       spec.max_seconds() > kMaxJobSeconds)
     return absl::InvalidArgumentError(absl::StrCat("max_seconds: must be in 0..", kMaxJobSeconds,
@@ -55,8 +54,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     codegen::KnobSpace space = (*tmpl)->Space(spec.workload(), codegen::ChipTraits{});
     for (const auto& [knob, value] : spec.pin()) {
       if (!space.FindKnob(knob))
-        return absl::InvalidArgumentError(absl::StrCat("pin: ", codegen::OpName(spec.workload().op()),
-                                                       " on ", kind, " has no knob ", knob));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pin: ", codegen::OpName(spec.workload().op()), " on ", kind, " has no knob ", knob));
     }
   }
   return absl::OkStatus();
@@ -66,7 +65,8 @@ void NormalizeJobSpec(v1::JobSpec* spec, uint64_t entropy) {
   if (spec->budget_trials() == 0) spec->set_budget_trials(64);
   if (spec->strategy().empty()) spec->set_strategy("default");
   if (spec->seed() == 0) spec->set_seed(entropy | 1);
-  if (spec->workload().dtype() == v1::DTYPE_UNSPECIFIED) spec->mutable_workload()->set_dtype(v1::FP32);
+  if (spec->workload().dtype() == v1::DTYPE_UNSPECIFIED)
+    spec->mutable_workload()->set_dtype(v1::FP32);
 }
 
 std::string NewId(char prefix, uint64_t entropy) {

@@ -32,10 +32,14 @@ int main(int argc, char** argv) {
     }
     std::string v = argv[++i];
     char* end = nullptr;
-    if (a == "--coordinator") o.coordinator = v;
-    else if (a == "--device") o.device = v;
-    else if (a == "--metrics-listen") o.metrics_listen = v;
-    else if (a == "--name") o.name = v;
+    if (a == "--coordinator")
+      o.coordinator = v;
+    else if (a == "--device")
+      o.device = v;
+    else if (a == "--metrics-listen")
+      o.metrics_listen = v;
+    else if (a == "--name")
+      o.name = v;
     else if (a == "--trial-timeout") {
       o.trial_timeout_seconds = std::strtod(v.c_str(), &end);
       if (*end || o.trial_timeout_seconds <= 0) {

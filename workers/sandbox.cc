@@ -12,7 +12,9 @@
 namespace kiln::workers {
 namespace {
 
-std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
 
 v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
   v1::Measurement m;
@@ -34,8 +36,9 @@ v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLim
   std::string stderr_tail = Tail(r.stderr_data, 1500);
   if (!r.started) return Failed(v1::CRASHED, "cannot start the trial process: " + r.error);
   if (r.timed_out)
-    return Failed(v1::TIMEOUT, absl::StrCat("kernel did not finish within the ", limits.timeout_seconds,
-                                            " s wall-clock limit; the trial process was killed"));
+    return Failed(v1::TIMEOUT,
+                  absl::StrCat("kernel did not finish within the ", limits.timeout_seconds,
+                               " s wall-clock limit; the trial process was killed"));
   if (r.term_signal != 0)
     return Failed(v1::CRASHED, absl::StrCat("trial process ", r.Describe(), " (memory limit ",
                                             limits.memory_bytes >> 20, " MiB)",
@@ -76,7 +79,8 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   auto kernel = (*tmpl)->Render(trial.workload(), codegen::FromProto(trial.config()),
                                 codegen::TraitsFromFingerprint(chip));
   if (!kernel.ok()) {
-    out.measurement = Failed(v1::COMPILE_ERROR, absl::StrCat("render: ", kernel.status().message()));
+    out.measurement =
+        Failed(v1::COMPILE_ERROR, absl::StrCat("render: ", kernel.status().message()));
     return out;
   }
   out.source_hash = kernel->Hash();

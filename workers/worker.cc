@@ -146,8 +146,8 @@ class WorkerImpl final : public Worker {
         heartbeat_ms_ = std::max(200, resp.heartbeat_interval_ms());
         need_register_ = false;
         metrics_.SetConnected(true);
-        Log(absl::StrCat("registered as ", resp.worker_id(), " (", device_->Fingerprint().chip_type(),
-                         ") with ", o_.coordinator));
+        Log(absl::StrCat("registered as ", resp.worker_id(), " (",
+                         device_->Fingerprint().chip_type(), ") with ", o_.coordinator));
         return true;
       }
       metrics_.SetConnected(false);
@@ -226,7 +226,8 @@ class WorkerImpl final : public Worker {
                            m.measure_seconds());
     Log(absl::StrCat(trial.id(), trial.kind() == v1::BASELINE ? " baseline " : " ",
                      v1::MeasurementStatus_Name(m.status()),
-                     m.status() == v1::OK ? absl::StrCat(" ", m.median_us(), " us") : " " + m.message().substr(0, 200)));
+                     m.status() == v1::OK ? absl::StrCat(" ", m.median_us(), " us")
+                                          : " " + m.message().substr(0, 200)));
     v1::ReportResultsRequest req;
     req.set_worker_id(WorkerId());
     v1::TrialResult* r = req.add_results();
@@ -278,7 +279,8 @@ class WorkerImpl final : public Worker {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& o) {
-  if (o.trial_timeout_seconds <= 0) return absl::InvalidArgumentError("--trial-timeout: must be > 0");
+  if (o.trial_timeout_seconds <= 0)
+    return absl::InvalidArgumentError("--trial-timeout: must be > 0");
   auto device = hardware::OpenDevice(o.device);
   if (!device.ok()) return device.status();
   auto w = std::make_unique<WorkerImpl>(o, std::move(*device));

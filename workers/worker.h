@@ -12,10 +12,10 @@ namespace kiln::workers {
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:50051";
   std::string device = "cpu";
-  std::string name;                              // default: hostname-device
-  std::string metrics_listen = "0.0.0.0:9465";   // empty: none
-  double trial_timeout_seconds = 30;             // wall clock for one sandboxed trial
-  long long trial_memory_bytes = 8LL << 30;      // RLIMIT_AS of the trial child
+  std::string name;                             // default: hostname-device
+  std::string metrics_listen = "0.0.0.0:9465";  // empty: none
+  double trial_timeout_seconds = 30;            // wall clock for one sandboxed trial
+  long long trial_memory_bytes = 8LL << 30;     // RLIMIT_AS of the trial child
   bool quiet = false;
 };
 

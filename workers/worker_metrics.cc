@@ -32,8 +32,9 @@ absl::Status WorkerMetrics::Serve(const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();
   auto hp = ParseHostPort(listen, "--metrics-listen");
   if (!hp.ok()) return hp.status();
-  RETURN_IF_ERROR(KILN_CATCH_AS_STATUS(
-      { exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(hp->host, ":", hp->port)); }));
+  RETURN_IF_ERROR(KILN_CATCH_AS_STATUS({
+    exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(hp->host, ":", hp->port));
+  }));
   exposer_->RegisterCollectable(registry_);
   return absl::OkStatus();
 }
@@ -42,7 +43,8 @@ void WorkerMetrics::TrialFinished(const std::string& status, double compile_s, d
   trials_.Add({{"chip_type", chip_type_}, {"status", status}}).Increment();
   static const prometheus::Histogram::BucketBoundaries kBuckets = {0.01, 0.05, 0.1, 0.25, 0.5,
                                                                    1,    2,    5,   10,   30};
-  if (compile_s > 0) phase_.Add({{"chip_type", chip_type_}, {"phase", "compile"}}, kBuckets).Observe(compile_s);
+  if (compile_s > 0)
+    phase_.Add({{"chip_type", chip_type_}, {"phase", "compile"}}, kBuckets).Observe(compile_s);
   phase_.Add({{"chip_type", chip_type_}, {"phase", "measure"}}, kBuckets).Observe(measure_s);
 }
 

@@ -1,14 +1,14 @@
 // Worker metrics (prometheus-cpp), served on the worker's --metrics-listen.
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 

@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
   if (absl::StartsWith(path, "sqlite:")) path = path.substr(7);
   if (path.empty()) {
     if (mkdir(data_dir.c_str(), 0755) != 0 && errno != EEXIST)
-      return absl::UnavailableError(absl::StrCat("--data-dir: cannot create ", data_dir, ": ",
-                                                 strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("--data-dir: cannot create ", data_dir, ": ", strerror(errno)));
     path = data_dir + "/kiln.db";
   }
   return NewSqliteStore(path);

@@ -17,7 +17,9 @@ struct WriteBatch {
   std::vector<v1::Trial> trials;
   std::vector<v1::WorkerInfo> workers;
   std::vector<v1::TuningRecord> records;
-  bool empty() const { return jobs.empty() && trials.empty() && workers.empty() && records.empty(); }
+  bool empty() const {
+    return jobs.empty() && trials.empty() && workers.empty() && records.empty();
+  }
 };
 
 class Store {

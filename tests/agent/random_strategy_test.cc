@@ -10,7 +10,8 @@ StrategyContext SmallSpace(uint64_t seed) {
   StrategyContext c;
   c.space.AddKnob("A", {1, 2, 4, 8});
   c.space.AddKnob("B", {1, 2, 3});
-  c.space.AddConstraint("A*B <= 16", [](const codegen::Config& x) { return x.at("A") * x.at("B") <= 16; });
+  c.space.AddConstraint("A*B <= 16",
+                        [](const codegen::Config& x) { return x.at("A") * x.at("B") <= 16; });
   c.seed = seed;
   return c;
 }
@@ -33,7 +34,8 @@ TEST(RandomStrategy, SameSeedSameOrder) {
   auto b = NewStrategy("random", SmallSpace(3));
   ASSERT_TRUE(a.ok() && b.ok());
   for (int i = 0; i < 5; ++i)
-    EXPECT_EQ(codegen::ConfigKey((*a)->Propose(1).at(0)), codegen::ConfigKey((*b)->Propose(1).at(0)));
+    EXPECT_EQ(codegen::ConfigKey((*a)->Propose(1).at(0)),
+              codegen::ConfigKey((*b)->Propose(1).at(0)));
 }
 
 TEST(RandomStrategy, FindsTheOptimumOfASmallSpace) {

@@ -22,7 +22,8 @@ class CoordinatorTest : public ::testing::Test {
 
   // A fresh core over the same store, as after kill -9 of the coordinator.
   void Restart() {
-    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr, CoreOptions{5000, 1000, 1000, 1});
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr,
+                                          CoreOptions{5000, 1000, 1000, 1});
     ASSERT_TRUE(core_->Recover().ok());
   }
 
@@ -45,7 +46,8 @@ class CoordinatorTest : public ::testing::Test {
     return {resp->trials().begin(), resp->trials().end()};
   }
 
-  v1::ReportResultsResponse Report(const std::string& worker, const v1::Trial& t, v1::Measurement m) {
+  v1::ReportResultsResponse Report(const std::string& worker, const v1::Trial& t,
+                                   v1::Measurement m) {
     v1::ReportResultsRequest r;
     r.set_worker_id(worker);
     auto* res = r.add_results();

@@ -8,7 +8,8 @@
 namespace kiln::server {
 namespace {
 
-v1::TuningRecord Record(const std::string& config_key, double us, v1::MeasurementStatus st = v1::OK) {
+v1::TuningRecord Record(const std::string& config_key, double us,
+                        v1::MeasurementStatus st = v1::OK) {
   v1::TuningRecord r;
   r.set_workload_key("gemm m=8 n=64 k=64 fp32");
   r.set_chip_type("cpu-x86_64-avx2");

@@ -26,8 +26,10 @@ class SandboxTest : public ::testing::Test {
     codegen::Kernel k;
     k.dialect = "cpp";
     k.entry = "kiln_gemm";
-    k.source = "#include <cstdlib>\n#include <cstring>\nextern \"C\" void kiln_gemm(int M, int N, int K, "
-               "const float* A, const float* B, float* C) {\n" + body + "\n}\n";
+    k.source =
+        "#include <cstdlib>\n#include <cstring>\nextern \"C\" void kiln_gemm(int M, int N, int K, "
+        "const float* A, const float* B, float* C) {\n" +
+        body + "\n}\n";
     auto compiled = device_->Compile(k);
     EXPECT_TRUE(compiled.ok()) << compiled.status();
     v1::SandboxRequest req;
@@ -73,8 +75,9 @@ TEST_F(SandboxTest, HangIsTimeout) {
 }
 
 TEST_F(SandboxTest, RunawayAllocationIsStoppedByTheMemoryLimit) {
-  auto m = RunBody("for (;;) { char* p = (char*)malloc(64 << 20); if (!p) abort(); memset(p, 1, 64 << 20); }",
-                   20, 512LL << 20);
+  auto m = RunBody(
+      "for (;;) { char* p = (char*)malloc(64 << 20); if (!p) abort(); memset(p, 1, 64 << 20); }",
+      20, 512LL << 20);
   EXPECT_EQ(m.status(), v1::CRASHED);
   EXPECT_NE(m.message().find("memory limit 512 MiB"), std::string::npos) << m.message();
 }

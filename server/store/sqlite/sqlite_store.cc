@@ -32,10 +32,14 @@ class Stmt {
   ~Stmt() { sqlite3_finalize(s_); }
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return s_; }
-  void Text(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), v.size(), SQLITE_TRANSIENT); }
+  void Text(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), v.size(), SQLITE_TRANSIENT);
+  }
   void Int(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
   void Real(int i, double v) { sqlite3_bind_double(s_, i, v); }
-  void Blob(int i, const std::string& v) { sqlite3_bind_blob(s_, i, v.data(), v.size(), SQLITE_TRANSIENT); }
+  void Blob(int i, const std::string& v) {
+    sqlite3_bind_blob(s_, i, v.data(), v.size(), SQLITE_TRANSIENT);
+  }
   int Step() { return sqlite3_step(s_); }
   std::string ColumnBlob(int i) {
     auto* p = static_cast<const char*>(sqlite3_column_blob(s_, i));
@@ -53,14 +57,15 @@ class SqliteStore final : public Store {
   ~SqliteStore() override { sqlite3_close(db_); }
 
   absl::Status Init() {
-    RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;"));
+    RETURN_IF_ERROR(
+        Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;"));
     RETURN_IF_ERROR(Exec(kSchema));
     Stmt v(db_, "PRAGMA user_version");
     int version = v.Step() == SQLITE_ROW ? sqlite3_column_int(v.get(), 0) : 0;
     if (version > kSchemaVersion)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "store schema version ", version, " is newer than this coordinator's (",
-          kSchemaVersion, "); upgrade kiln-coordinator"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("store schema version ", version, " is newer than this coordinator's (",
+                       kSchemaVersion, "); upgrade kiln-coordinator"));
     return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion));
   }
 
@@ -90,11 +95,12 @@ class SqliteStore final : public Store {
     return LoadAll<v1::WorkerInfo>("SELECT body FROM workers ORDER BY id", nullptr);
   }
 
-  absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(const std::string& workload_key,
-                                                             const std::string& chip_type,
-                                                             const std::string& config_key) override {
+  absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(
+      const std::string& workload_key, const std::string& chip_type,
+      const std::string& config_key) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s(db_, "SELECT body FROM records WHERE workload_key=?1 AND chip_type=?2 AND config_key=?3");
+    Stmt s(db_,
+           "SELECT body FROM records WHERE workload_key=?1 AND chip_type=?2 AND config_key=?3");
     if (!s.ok()) return Error("prepare FindRecord");
     s.Text(1, workload_key);
     s.Text(2, chip_type);
@@ -168,14 +174,15 @@ class SqliteStore final : public Store {
         s.Blob(2, w.SerializeAsString());
       }));
     for (const auto& r : b.records)
-      RETURN_IF_ERROR(Put("INSERT OR REPLACE INTO records VALUES (?1, ?2, ?3, ?4, ?5, ?6)", [&](Stmt& s) {
-        s.Text(1, r.workload_key());
-        s.Text(2, r.chip_type());
-        s.Text(3, r.config_key());
-        s.Int(4, r.measurement().status() == v1::OK ? 1 : 0);
-        s.Real(5, r.measurement().median_us());
-        s.Blob(6, r.SerializeAsString());
-      }));
+      RETURN_IF_ERROR(
+          Put("INSERT OR REPLACE INTO records VALUES (?1, ?2, ?3, ?4, ?5, ?6)", [&](Stmt& s) {
+            s.Text(1, r.workload_key());
+            s.Text(2, r.chip_type());
+            s.Text(3, r.config_key());
+            s.Int(4, r.measurement().status() == v1::OK ? 1 : 0);
+            s.Real(5, r.measurement().median_us());
+            s.Blob(6, r.SerializeAsString());
+          }));
     return absl::OkStatus();
   }
 
@@ -202,8 +209,9 @@ class SqliteStore final : public Store {
 
 absl::StatusOr<std::unique_ptr<Store>> NewSqliteStore(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                                  SQLITE_OPEN_FULLMUTEX, nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -211,8 +219,7 @@ absl::StatusOr<std::unique_ptr<Store>> NewSqliteStore(const std::string& path) {
   }
   auto store = std::make_unique<SqliteStore>(db);
   auto status = store->Init();
-  if (!status.ok())
-    return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+  if (!status.ok()) return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
   return std::unique_ptr<Store>(std::move(store));
 }
 

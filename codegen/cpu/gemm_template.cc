@@ -1,0 +1,123 @@
+#include "codegen/cpu/gemm_template.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/cpu/gemm_source.h"  // generated: kKilnCpuGemmSource
+#include "codegen/workload.h"
+
+namespace kiln::codegen {
+namespace {
+
+// Domains. NC includes multiples of 48 (3 AVX-512 vectors) next to the powers of two.
+const std::vector<int64_t> kMR = {1, 2, 3, 4, 6, 8, 12, 14};
+const std::vector<int64_t> kNR = {8, 16, 32, 48, 64};
+const std::vector<int64_t> kMC = {16, 32, 64, 128, 256, 512};
+const std::vector<int64_t> kKC = {64, 128, 256, 512, 1024};
+const std::vector<int64_t> kNC = {64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
+
+// True when v <= extent, or v is the smallest domain value >= extent: a block (or register
+// tile) larger than that only adds padding, so it would duplicate a smaller configuration.
+bool NotOversized(const std::vector<int64_t>& domain, int64_t v, int64_t extent) {
+  if (v <= extent) return true;
+  for (int64_t d : domain)
+    if (d >= extent) return v == d;
+  return false;
+}
+
+int64_t Dim(const v1::Workload& w, const char* name) {
+  auto it = w.dims().find(name);
+  return it == w.dims().end() ? 1 : std::max<int64_t>(1, it->second);
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class CpuGemmTemplate final : public KernelTemplate {
+ public:
+  std::string name() const override { return "cpu-gemm"; }
+
+  bool Supports(const v1::Workload& w) const override {
+    return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
+           w.epilogue().empty() && ValidateWorkload(w).ok();
+  }
+
+  KnobSpace Space(const v1::Workload& w, const ChipTraits& chip) const override {
+    const int64_t M = Dim(w, "M"), N = Dim(w, "N"), K = Dim(w, "K");
+    const int64_t vw = chip.vector_floats, regs = chip.vector_registers;
+    const int64_t cores = std::max(1, chip.cores);
+    const int64_t l2 = chip.l2_bytes, l3 = chip.l3_bytes;
+    std::vector<int64_t> threads;
+    for (int64_t t = 1; t < cores; t *= 2) threads.push_back(t);
+    threads.push_back(cores);
+
+    KnobSpace s;
+    s.AddKnob("MR", kMR, "register-tile rows of C");
+    s.AddKnob("NR", kNR, "register-tile columns of C (whole SIMD vectors)");
+    s.AddKnob("MC", kMC, "rows of C per cache block (A block kept in L2)");
+    s.AddKnob("KC", kKC, "depth of each K slice");
+    s.AddKnob("NC", kNC, "columns of C per cache block (B panel kept in L3)");
+    s.AddKnob("PACK", {0, 1}, "1: pack A/B into contiguous micro-panels; 0: strided access");
+    s.AddKnob("UNROLL", {1, 2, 4, 8}, "unroll factor of the micro-kernel's k loop");
+    s.AddKnob("LOOP_ORDER", {0, 1},
+              "0: N blocks / column panels outer; 1: M blocks / row panels outer");
+    s.AddKnob("NT", threads, "OpenMP threads sharing the MC x NC tiles of C");
+
+    auto at = [](const Config& c, const char* k) { return c.at(k); };
+    s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),
+                    [=](const Config& c) { return at(c, "NR") % vw == 0; });
+    s.AddConstraint(absl::StrCat("MR*NR/", vw, " <= ", regs - 4, " (accumulators fit in ", regs,
+                                 " vector registers, 4 left for B vectors and A broadcasts)"),
+                    [=](const Config& c) { return at(c, "MR") * at(c, "NR") / vw <= regs - 4; });
+    s.AddConstraint(absl::StrCat("MR <= M=", M, ", or MR is the smallest MR value >= M"),
+                    [=](const Config& c) { return NotOversized(kMR, at(c, "MR"), M); });
+    s.AddConstraint("MC >= MR", [](const Config& c) { return c.at("MC") >= c.at("MR"); });
+    s.AddConstraint(absl::StrCat("MC <= M=", M, ", or MC is the smallest MC value >= M"),
+                    [=](const Config& c) { return NotOversized(kMC, at(c, "MC"), M); });
+    s.AddConstraint("NC % NR == 0 (N blocks hold whole register tiles)",
+                    [](const Config& c) { return c.at("NC") % c.at("NR") == 0; });
+    s.AddConstraint(absl::StrCat("NC <= N=", N, ", or NC is the smallest NC value >= N"),
+                    [=](const Config& c) { return NotOversized(kNC, at(c, "NC"), N); });
+    s.AddConstraint(absl::StrCat("KC <= K=", K, ", or KC is the smallest KC value >= K"),
+                    [=](const Config& c) { return NotOversized(kKC, at(c, "KC"), K); });
+    s.AddConstraint(
+        absl::StrCat("(MR+NR)*KC*4 <= L2/2 = ", l2 / 2,
+                     " (a micro-kernel's A and B micro-panels stay in L2)"),
+        [=](const Config& c) { return (at(c, "MR") + at(c, "NR")) * at(c, "KC") * 4 <= l2 / 2; });
+    s.AddConstraint(absl::StrCat("MC*KC*4 <= L2 = ", l2, " (an A block stays in L2)"),
+                    [=](const Config& c) { return at(c, "MC") * at(c, "KC") * 4 <= l2; });
+    s.AddConstraint(absl::StrCat("KC*NC*4 <= L3 = ", l3, " (a B panel stays in the LLC)"),
+                    [=](const Config& c) { return at(c, "KC") * at(c, "NC") * 4 <= l3; });
+    s.AddConstraint(absl::StrCat("NT <= cores = ", cores),
+                    [=](const Config& c) { return at(c, "NT") <= cores; });
+    s.AddConstraint(absl::StrCat("NT <= tiles = ceil(M/MC)*ceil(N/NC) (every thread gets a tile)"),
+                    [=](const Config& c) {
+                      return at(c, "NT") <= CeilDiv(M, at(c, "MC")) * CeilDiv(N, at(c, "NC"));
+                    });
+    return s;
+  }
+
+  absl::StatusOr<Kernel> Render(const v1::Workload& w, const Config& config,
+                                const ChipTraits& chip) const override {
+    if (!Supports(w))
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": workload ", WorkloadKey(w),
+                                                     " is not supported (fp32 gemm, no epilogue)"));
+    KnobSpace space = Space(w, chip);
+    absl::Status ok = space.Check(config);
+    if (!ok.ok()) return absl::InvalidArgumentError(absl::StrCat(name(), ": ", ok.message()));
+    Kernel k;
+    k.dialect = "cpp";
+    k.entry = kCpuGemmEntry;
+    k.source = std::string(CpuGemmSource());
+    for (const auto& knob : space.knobs()) k.defines.emplace_back(knob.name, config.at(knob.name));
+    k.defines.emplace_back("VW", chip.vector_floats);
+    return k;
+  }
+};
+
+}  // namespace
+
+std::string_view CpuGemmSource() { return kKilnCpuGemmSource; }
+
+std::unique_ptr<KernelTemplate> NewCpuGemmTemplate() { return std::make_unique<CpuGemmTemplate>(); }
+
+}  // namespace kiln::codegen

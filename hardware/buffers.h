@@ -1,0 +1,34 @@
+// Host buffers for measurement: page-aligned, huge-page friendly, filled from a fixed seed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::hardware {
+
+// A zero-initialised float array, 2 MiB aligned and advised for transparent huge pages, so
+// that timing runs neither page-fault nor depend on TLB luck. Throws std::bad_alloc.
+class FloatBuffer {
+ public:
+  explicit FloatBuffer(size_t floats);
+  ~FloatBuffer();
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return floats_; }
+
+ private:
+  float* data_ = nullptr;
+  size_t floats_ = 0;
+};
+
+// Deterministic uniform values in [-1, 1) from `seed` (splitmix64): the same seed gives the
+// same inputs on every machine.
+void FillUniform(float* data, size_t n, uint64_t seed);
+
+// Sets every element to a quiet NaN (outputs are poisoned before verification).
+void FillNaN(float* data, size_t n);
+
+}  // namespace kiln::hardware

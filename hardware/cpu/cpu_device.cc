@@ -1,0 +1,120 @@
+#include "hardware/cpu/cpu_device.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
+#include "hardware/cpu/fingerprint.h"
+#include "hardware/cpu/gemm_harness.h"
+#include "hardware/cpu/toolchain.h"
+
+namespace kiln::hardware {
+namespace {
+
+using KernelEntry = void (*)(int, int, int, const float*, const float*, float*);
+
+v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
+  v1::Measurement m;
+  m.set_status(status);
+  m.set_message(std::move(message));
+  return m;
+}
+
+class CpuDevice final : public Device {
+ public:
+  // `toolchain` is found on first use when not given (a sandboxed child that only measures
+  // never needs it).
+  CpuDevice(v1::ChipFingerprint fp, std::optional<absl::StatusOr<Toolchain>> toolchain)
+      : fp_(std::move(fp)) {
+    if (toolchain) std::call_once(toolchain_once_, [&] { toolchain_ = std::move(*toolchain); });
+  }
+
+  const v1::ChipFingerprint& Fingerprint() const override { return fp_; }
+
+  bool Supports(const v1::Workload& w) const override {
+    return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
+           w.epilogue().empty() && codegen::ValidateWorkload(w).ok();
+  }
+
+  absl::StatusOr<CompiledKernel> Compile(const codegen::Kernel& kernel) override {
+    if (kernel.dialect != "cpp")
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu device compiles dialect 'cpp', not '", kernel.dialect, "'"));
+    const absl::StatusOr<Toolchain>& toolchain = GetToolchain();
+    if (!toolchain.ok()) return toolchain.status();
+    CompileRequest req;
+    req.source = kernel.source;
+    req.defines = kernel.defines;
+    const std::string hash = kernel.Hash();
+    // The object depends on the compiler, its flags and (through -march=native) the chip too.
+    req.name = absl::StrCat(
+        hash, "-", HexHash(toolchain->Describe() + fp_.model() + fp_.chip_type()).substr(0, 8));
+    auto built = CompileCached(*toolchain, req);
+    if (!built.ok()) return built.status();
+    CompiledKernel out;
+    out.artifact = built->path;
+    out.entry = kernel.entry;
+    out.source_hash = hash;
+    out.toolchain = absl::StrCat(toolchain->Describe(), " -shared -fPIC");
+    out.compile_seconds = built->seconds;
+    return out;
+  }
+
+  v1::Measurement Measure(const v1::Workload& w, const CompiledKernel& kernel,
+                          const MeasureOptions& opts) override {
+    if (!Supports(w))
+      return Failed(v1::UNSUPPORTED,
+                    absl::StrCat("cpu device does not run ", codegen::WorkloadKey(w)));
+    void* handle = dlopen(kernel.artifact.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      return Failed(v1::COMPILE_ERROR,
+                    absl::StrCat("cannot load ", kernel.artifact, ": ", dlerror()));
+    auto entry = reinterpret_cast<KernelEntry>(dlsym(handle, kernel.entry.c_str()));
+    if (!entry) {
+      dlclose(handle);
+      return Failed(v1::COMPILE_ERROR,
+                    absl::StrCat("entry '", kernel.entry, "' not found in ", kernel.artifact));
+    }
+    v1::Measurement m = MeasureGemm(w, entry, fp_, opts);
+    m.set_compile_seconds(kernel.compile_seconds);
+    dlclose(handle);
+    return m;
+  }
+
+  std::string BaselineName(const v1::Workload& w) const override { return "openblas-sgemm"; }
+
+  v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) override {
+    if (!Supports(w))
+      return Failed(v1::UNSUPPORTED,
+                    absl::StrCat("cpu device does not run ", codegen::WorkloadKey(w)));
+    auto sgemm = [](int M, int N, int K, const float* A, const float* B, float* C) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    };
+    return MeasureGemm(w, sgemm, fp_, opts);
+  }
+
+ private:
+  const absl::StatusOr<Toolchain>& GetToolchain() {
+    std::call_once(toolchain_once_, [&] { toolchain_ = FindToolchain(); });
+    return toolchain_;
+  }
+
+  v1::ChipFingerprint fp_;
+  std::once_flag toolchain_once_;
+  absl::StatusOr<Toolchain> toolchain_ = absl::UnknownError("toolchain not looked up yet");
+};
+
+}  // namespace
+
+std::unique_ptr<Device> NewCpuDevice(const v1::ChipFingerprint* known) {
+  if (known) return std::make_unique<CpuDevice>(*known, std::nullopt);
+  absl::StatusOr<Toolchain> tc = FindToolchain();
+  v1::ChipFingerprint fp = ProbeCpuFingerprint(tc.ok() ? &*tc : nullptr);
+  return std::make_unique<CpuDevice>(std::move(fp), std::move(tc));
+}
+
+}  // namespace kiln::hardware

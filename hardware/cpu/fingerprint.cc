@@ -1,0 +1,136 @@
+#include "hardware/cpu/fingerprint.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/subprocess.h"
+#include "hardware/cpu/peak_probe_source.h"  // generated: kKilnCpuPeakProbeSource
+
+namespace kiln::hardware {
+namespace {
+
+// First value of each "key : value" line of /proc/cpuinfo that we care about.
+struct CpuInfo {
+  std::string vendor, model, flags;
+};
+
+CpuInfo ReadCpuInfo() {
+  CpuInfo info;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key(absl::StripAsciiWhitespace(line.substr(0, colon)));
+    std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    if (info.vendor.empty() && (key == "vendor_id" || key == "CPU implementer"))
+      info.vendor = value;
+    if (info.model.empty() && (key == "model name" || key == "Model" || key == "Hardware"))
+      info.model = value;
+    if (info.flags.empty() && (key == "flags" || key == "Features")) info.flags = value;
+  }
+  return info;
+}
+
+int64_t Sysconf(int name) {
+  long v = sysconf(name);
+  return v > 0 ? v : 0;
+}
+
+// Runs the peak probe; fills peak_gflops and read_gbytes_per_s when it succeeds.
+void MeasurePeaks(const Toolchain& tc, v1::ChipFingerprint* fp) {
+  CompileRequest req;
+  req.source = kKilnCpuPeakProbeSource;
+  req.name = "peak-probe-" + HexHash(req.source + tc.Describe() + fp->model() + fp->compiler());
+  req.shared = false;
+  auto built = CompileCached(tc, req);
+  if (!built.ok()) return;
+  // Four times the (capped) LLC, at least 128 MiB and 16 MiB per core, at most a quarter of
+  // memory: every thread's part of the sweep comes from DRAM, not from a cache.
+  int64_t mib = std::clamp<int64_t>(4 * fp->l3_bytes() >> 20, 128, 1024);
+  mib = std::max<int64_t>(mib, 16 * fp->cores());
+  if (fp->memory_bytes() > 0) mib = std::min<int64_t>(mib, (fp->memory_bytes() >> 20) / 4);
+  SubprocessOptions opts;
+  opts.timeout_seconds = 30;
+  SubprocessResult r =
+      RunSubprocess({built->path, std::to_string(fp->cores()), std::to_string(mib)}, opts);
+  if (!r.ok()) return;
+  for (absl::string_view line : absl::StrSplit(r.stdout_data, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ');
+    double v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) continue;
+    if (kv[0] == "peak_gflops") fp->set_peak_gflops(v);
+    if (kv[0] == "read_gbytes_per_s") fp->set_read_gbytes_per_s(v);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> RelevantIsaFeatures(const std::string& flags_line) {
+  static const std::set<std::string> kKnown = {
+      "sse4_2",      "avx",        "avx2",     "fma",      "f16c",        "avx512f",
+      "avx512dq",    "avx512cd",   "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+      "avx512_fp16", "avx512vbmi", "avx_vnni", "neon",     "asimd",       "asimdhp",
+      "sve",         "sve2",       "bf16",     "i8mm"};
+  std::vector<std::string> out;
+  for (absl::string_view f : absl::StrSplit(flags_line, ' ', absl::SkipEmpty())) {
+    std::string flag(f);
+    if (kKnown.count(flag) || absl::StartsWith(flag, "amx")) out.push_back(flag);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string CpuChipType(const std::string& machine, const std::vector<std::string>& features) {
+  auto has = [&](const char* f) {
+    return std::find(features.begin(), features.end(), f) != features.end();
+  };
+  if (machine == "x86_64" && has("avx512f")) return "cpu-x86_64-avx512";
+  if (machine == "x86_64" && has("avx2")) return "cpu-x86_64-avx2";
+  return "cpu-" + (machine.empty() ? std::string("unknown") : machine);
+}
+
+int64_t SaneL3Bytes(int64_t reported, int cores) {
+  const int64_t cap = std::max<int64_t>(32LL << 20, (16LL << 20) * std::max(1, cores));
+  return std::min(reported, cap);
+}
+
+v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain) {
+  v1::ChipFingerprint fp;
+  CpuInfo info = ReadCpuInfo();
+  fp.set_kind("cpu");
+  fp.set_vendor(info.vendor.empty() ? "unknown" : info.vendor);
+  fp.set_model(info.model.empty() ? "unknown" : info.model);
+  std::vector<std::string> features = RelevantIsaFeatures(info.flags);
+  for (const auto& f : features) fp.add_isa_features(f);
+  fp.set_cores(std::max(1u, std::thread::hardware_concurrency()));
+  fp.set_l1d_bytes(Sysconf(_SC_LEVEL1_DCACHE_SIZE));
+  fp.set_l2_bytes(Sysconf(_SC_LEVEL2_CACHE_SIZE));
+  fp.set_l3_bytes(SaneL3Bytes(Sysconf(_SC_LEVEL3_CACHE_SIZE), fp.cores()));
+  fp.set_memory_bytes(Sysconf(_SC_PHYS_PAGES) * Sysconf(_SC_PAGESIZE));
+  utsname u{};
+  uname(&u);
+  fp.set_chip_type(CpuChipType(u.machine, features));
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  fp.set_hostname(host);
+  if (toolchain) {
+    fp.set_compiler(toolchain->version);
+    MeasurePeaks(*toolchain, &fp);
+  }
+  return fp;
+}
+
+}  // namespace kiln::hardware

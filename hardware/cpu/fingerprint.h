@@ -1,0 +1,29 @@
+// The host CPU's fingerprint: identity, ISA, caches, memory, and measured peak FLOP/s and
+// read bandwidth.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hardware/cpu/toolchain.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::hardware {
+
+// Probes the host. Peaks come from a probe program built with `toolchain` and run as a child
+// process (about a second in all); without a toolchain, or if the probe fails, they stay 0
+// (unknown) and the roofline guard is off.
+v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain);
+
+// The ISA flags that matter for kernels (sse4_2 avx avx2 fma avx512* amx_* sve ...), from a
+// /proc/cpuinfo "flags"/"Features" line.
+std::vector<std::string> RelevantIsaFeatures(const std::string& flags_line);
+
+// "cpu-x86_64-avx512", "cpu-x86_64-avx2", otherwise "cpu-<machine>" (uname -m).
+std::string CpuChipType(const std::string& machine, const std::vector<std::string>& features);
+
+// Some VMs report the whole host's L3 (512 MiB on a 2-vCPU guest). Caps it at
+// max(32 MiB, 16 MiB per core), more than any real part has per core.
+int64_t SaneL3Bytes(int64_t reported, int cores);
+
+}  // namespace kiln::hardware

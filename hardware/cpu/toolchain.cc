@@ -1,0 +1,143 @@
+#include "hardware/cpu/toolchain.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/subprocess.h"
+
+namespace kiln::hardware {
+namespace fs = std::filesystem;
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string FindOnPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  for (auto dir : absl::StrSplit(Env("PATH"), ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Writes `text` to `path` through a temporary file and a rename.
+absl::Status WriteAtomically(const std::string& path, const std::string& text) {
+  static std::atomic<int> counter{0};
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Toolchain::Describe() const {
+  return absl::StrCat(version, " ", absl::StrJoin(flags, " "));
+}
+
+absl::StatusOr<Toolchain> FindToolchain() {
+  std::string name = Env("KILN_CXX").empty() ? "c++" : Env("KILN_CXX");
+  Toolchain tc;
+  tc.compiler = FindOnPath(name);
+  if (tc.compiler.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat("no C++ compiler: '", name, "' is not an executable on $PATH (set KILN_CXX)"));
+  SubprocessOptions opts;
+  opts.timeout_seconds = 20;
+  SubprocessResult r = RunSubprocess({tc.compiler, "--version"}, opts);
+  if (!r.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat(tc.compiler, " --version failed: ", r.Describe()));
+  tc.version = r.stdout_data.substr(0, r.stdout_data.find('\n'));
+  return tc;
+}
+
+std::string CacheDir() {
+  std::string dir = Env("KILN_CACHE_DIR");
+  if (dir.empty() && !Env("XDG_CACHE_HOME").empty()) dir = Env("XDG_CACHE_HOME") + "/kiln";
+  if (dir.empty()) dir = (Env("HOME").empty() ? std::string("/tmp") : Env("HOME")) + "/.cache/kiln";
+  return dir;
+}
+
+absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRequest& req) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const std::string dir = CacheDir() + "/kernels";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  CompileResult result;
+  result.path = absl::StrCat(dir, "/", req.name, req.shared ? ".so" : ".bin");
+  if (fs::exists(result.path)) {
+    result.reused = true;
+    result.seconds = elapsed();
+    return result;
+  }
+  const std::string src = absl::StrCat(dir, "/", req.name, ".cc");
+  absl::Status wrote = WriteAtomically(src, req.source);
+  if (!wrote.ok()) return wrote;
+
+  static std::atomic<int> counter{0};
+  const std::string tmp = absl::StrCat(result.path, ".tmp.", getpid(), ".", counter++);
+  std::vector<std::string> argv = {tc.compiler};
+  argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
+  if (req.shared) argv.insert(argv.end(), {"-shared", "-fPIC"});
+  for (const auto& [name, value] : req.defines)
+    argv.push_back(absl::StrCat("-D", name, "=", value));
+  argv.insert(argv.end(), {"-o", tmp, src});
+
+  SubprocessOptions opts;
+  opts.timeout_seconds = req.timeout_seconds;
+  SubprocessResult r = RunSubprocess(argv, opts);
+  if (!r.ok()) {
+    fs::remove(tmp, ec);
+    if (!r.started) return absl::UnavailableError(absl::StrCat("compiler: ", r.Describe()));
+    if (r.timed_out)
+      return absl::DeadlineExceededError(
+          absl::StrCat("compile of ", src, " timed out after ", req.timeout_seconds, " s"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compile failed (", r.Describe(), "): ", Tail(r.stderr_data + r.stdout_data, 2000)));
+  }
+  fs::rename(tmp, result.path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  result.seconds = elapsed();
+  return result;
+}
+
+std::string Tail(const std::string& text, size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  return "..." + text.substr(text.size() - max_chars);
+}
+
+std::string HexHash(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace kiln::hardware

@@ -1,0 +1,131 @@
+#include "hardware/measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
+
+namespace kiln::hardware {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Linear-interpolation quantile (R type 7) of sorted values.
+double Quantile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  double h = (sorted.size() - 1) * p;
+  size_t lo = static_cast<size_t>(std::floor(h));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - lo) * (sorted[hi] - sorted[lo]);
+}
+
+// Half-width of the distribution-free 95% confidence interval of the median: the order
+// statistics n/2 -+ 1.96*sqrt(n)/2 (normal approximation of the binomial), 1-based.
+double MedianHalfWidth(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const double n = samples.size();
+  const double spread = 0.98 * std::sqrt(n);
+  long lo = static_cast<long>(std::floor(n / 2 - spread));
+  long hi = static_cast<long>(std::ceil(n / 2 + spread));
+  lo = std::clamp<long>(lo, 1, samples.size());
+  hi = std::clamp<long>(hi, 1, samples.size());
+  return (samples[hi - 1] - samples[lo - 1]) / 2;
+}
+
+}  // namespace
+
+v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
+                             const MeasureOptions& opts) {
+  const auto start = Clock::now();
+  sets = std::max(1, sets);
+  int next = 0;
+  auto run_next = [&]() {
+    run(next);
+    next = (next + 1) % sets;
+  };
+  for (int i = 0; i < opts.warmup; ++i) run_next();
+
+  std::vector<double> samples;
+  const int max_samples = std::max(1, opts.max_samples);
+  while (true) {
+    const auto t0 = Clock::now();
+    run_next();
+    const auto t1 = Clock::now();
+    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (static_cast<int>(samples.size()) >= max_samples) break;
+    if (Seconds(start, t1) >= opts.max_seconds) break;
+    if (static_cast<int>(samples.size()) >= opts.min_samples) {
+      std::vector<double> sorted = samples;
+      std::sort(sorted.begin(), sorted.end());
+      if (MedianHalfWidth(samples) < opts.target_ci * Quantile(sorted, 0.5)) break;
+    }
+  }
+  v1::Measurement m;
+  m.set_status(v1::OK);
+  for (double s : samples) m.add_samples_us(s);
+  Summarize(&m);
+  m.set_measure_seconds(Seconds(start, Clock::now()));
+  return m;
+}
+
+void Summarize(v1::Measurement* m) {
+  std::vector<double> s(m->samples_us().begin(), m->samples_us().end());
+  std::sort(s.begin(), s.end());
+  m->set_median_us(Quantile(s, 0.5));
+  m->set_p10_us(Quantile(s, 0.1));
+  m->set_p90_us(Quantile(s, 0.9));
+  double cv = 0;
+  if (s.size() >= 2) {
+    double mean = 0, var = 0;
+    for (double x : s) mean += x;
+    mean /= s.size();
+    for (double x : s) var += (x - mean) * (x - mean);
+    var /= s.size() - 1;
+    cv = mean > 0 ? std::sqrt(var) / mean : 0;
+  }
+  m->set_cv(cv);
+}
+
+void FillThroughput(const v1::Workload& w, v1::Measurement* m) {
+  if (m->median_us() <= 0) return;
+  m->set_gflops(codegen::WorkloadFlops(w) / (m->median_us() * 1e3));
+  m->set_gbytes_per_s(codegen::WorkloadBytes(w) / (m->median_us() * 1e3));
+}
+
+void ApplyRooflineGuard(const v1::Workload& w, const v1::ChipFingerprint& chip, bool warm,
+                        v1::Measurement* m) {
+  // A measured peak can be beaten a little (turbo on fewer cores, probe inefficiency).
+  constexpr double kHeadroom = 1.5;
+  if (m->status() != v1::OK || m->median_us() <= 0) return;
+  double flops_us = 0, bytes_us = 0;
+  if (chip.peak_gflops() > 0) flops_us = codegen::WorkloadFlops(w) / (chip.peak_gflops() * 1e3);
+  if (!warm && chip.read_gbytes_per_s() > 0)
+    bytes_us = codegen::WorkloadBytes(w) / (chip.read_gbytes_per_s() * 1e3);
+  const double bound = std::max(flops_us, bytes_us);
+  if (bound <= 0 || m->median_us() >= bound / kHeadroom) return;
+  m->set_status(v1::SUSPECT);
+  m->set_message(absl::StrCat(
+      "median ", m->median_us(), " us is faster than physically possible: the roofline bound is ",
+      bound, " us (", flops_us > bytes_us ? "flops / peak " : "bytes / read bandwidth ",
+      flops_us > bytes_us ? chip.peak_gflops() : chip.read_gbytes_per_s(),
+      flops_us > bytes_us ? " GFLOP/s" : " GB/s", "), allowed down to bound/", kHeadroom));
+}
+
+int RotatingSets(double bytes_per_set, const v1::ChipFingerprint& chip, bool warm,
+                 double max_total_bytes) {
+  if (warm || bytes_per_set <= 0) return 1;
+  double llc = chip.l3_bytes() > 0 ? chip.l3_bytes() : chip.l2_bytes();
+  if (llc <= 0) llc = 32.0 * (1 << 20);
+  // Twice the LLC, so each set has been evicted by the time its turn comes again.
+  const double wanted = std::floor(2 * llc / bytes_per_set) + 1;
+  const double cap = std::max(1.0, std::floor(max_total_bytes / bytes_per_set));
+  return static_cast<int>(std::clamp(wanted, 1.0, std::min(cap, 1e9)));
+}
+
+}  // namespace kiln::hardware

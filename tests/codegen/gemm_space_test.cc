@@ -1,0 +1,186 @@
+// The CPU GEMM template's knob space, rendering, hashing and template lookup.
+#include <chrono>
+#include <cstdio>
+
+#include "codegen/cpu/gemm_template.h"
+#include "codegen/kernel_template.h"
+#include "codegen/workload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::codegen {
+namespace {
+
+using ::testing::HasSubstr;
+
+ChipTraits Avx512Traits() {
+  ChipTraits t;
+  t.vector_floats = 16;
+  t.vector_registers = 32;
+  t.cores = 2;
+  t.l1d_bytes = 48 << 10;
+  t.l2_bytes = 1 << 20;
+  t.l3_bytes = 32 << 20;
+  return t;
+}
+
+ChipTraits Avx2Traits() {
+  ChipTraits t;
+  t.vector_floats = 8;
+  t.vector_registers = 16;
+  t.cores = 8;
+  t.l2_bytes = 256 << 10;
+  t.l3_bytes = 16 << 20;
+  return t;
+}
+
+v1::Workload Gemm(const char* shape) { return *ParseWorkload("gemm", shape); }
+
+Config Good() {
+  return {{"MR", 8},   {"NR", 32},    {"MC", 16},        {"KC", 256}, {"NC", 512},
+          {"PACK", 1}, {"UNROLL", 4}, {"LOOP_ORDER", 0}, {"NT", 2}};
+}
+
+const KernelTemplate& Template() {
+  static auto t = NewCpuGemmTemplate();
+  return *t;
+}
+
+TEST(GemmSpaceTest, DecodeShapeHasThousandsOfValidPoints) {
+  for (const auto& [name, traits] : {std::pair{"avx512", Avx512Traits()}, {"avx2", Avx2Traits()}}) {
+    for (const char* shape : {"M=8,N=4096,K=4096", "M=1024,N=1024,K=1024", "M=1,N=4096,K=14336"}) {
+      KnobSpace s = Template().Space(Gemm(shape), traits);
+      auto start = std::chrono::steady_clock::now();
+      auto valid = s.EnumerateValid();
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      std::printf("%-7s %-22s cartesian %8llu  valid %6zu  (enumerated in %.0f ms)\n", name, shape,
+                  static_cast<unsigned long long>(s.CartesianSize()), valid.size(), ms);
+      EXPECT_GE(valid.size(), 1000u) << name << " " << shape;
+    }
+  }
+}
+
+TEST(GemmSpaceTest, EveryValidConfigObeysTheRules) {
+  const ChipTraits t = Avx512Traits();
+  const int64_t M = 8, N = 4096;
+  for (const Config& c : Template().Space(Gemm("M=8,N=4096,K=4096"), t).EnumerateValid()) {
+    ASSERT_EQ(c.at("NR") % t.vector_floats, 0);
+    ASSERT_LE(c.at("MR") * c.at("NR") / t.vector_floats, t.vector_registers - 4);
+    ASSERT_GE(c.at("MC"), c.at("MR"));
+    ASSERT_LE(c.at("MR"), M);
+    ASSERT_EQ(c.at("NC") % c.at("NR"), 0);
+    ASSERT_LE(c.at("NT"), t.cores);
+    ASSERT_LE(c.at("NT"), (N + c.at("NC") - 1) / c.at("NC"));  // M fits one MC block
+    ASSERT_LE((c.at("MR") + c.at("NR")) * c.at("KC") * 4, t.l2_bytes / 2);
+  }
+}
+
+TEST(GemmSpaceTest, TinyShapesStillHaveValidPoints) {
+  for (const char* shape : {"M=1,N=1,K=1", "M=7,N=13,K=5", "M=17,N=33,K=65"})
+    EXPECT_FALSE(Template().Space(Gemm(shape), Avx512Traits()).EnumerateValid(1).empty()) << shape;
+}
+
+TEST(GemmSpaceTest, RenderProducesTheTemplateWithDefines) {
+  auto k = Template().Render(Gemm("M=8,N=4096,K=4096"), Good(), Avx512Traits());
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->dialect, "cpp");
+  EXPECT_EQ(k->entry, "kiln_gemm");
+  EXPECT_EQ(k->source, CpuGemmSource());
+  EXPECT_THAT(k->source, HasSubstr("extern \"C\" void kiln_gemm(int M, int N, int K"));
+  Config defines(k->defines.begin(), k->defines.end());
+  EXPECT_EQ(defines.at("VW"), 16);
+  for (const auto& [name, value] : Good()) EXPECT_EQ(defines.at(name), value) << name;
+}
+
+TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
+  const v1::Workload w = Gemm("M=8,N=4096,K=4096");
+  struct Case {
+    const char* shape;
+    const char* knob;
+    int64_t value;
+    const char* expect;
+  } cases[] = {
+      {"M=8,N=4096,K=4096", "NR", 8, "NR % 16 == 0"},
+      {"M=8,N=4096,K=4096", "NR", 64, "MR*NR/16 <= 28"},
+      {"M=8,N=4096,K=4096", "MR", 5, "knob MR=5 is not in its domain"},
+      {"M=8,N=4096,K=4096", "NT", 4, "knob NT=4"},
+      {"M=8,N=4096,K=4096", "MC", 64, "MC <= M=8"},
+      {"M=8,N=4096,K=4096", "NC", 4096, "NT <= tiles"},
+      {"M=8,N=4096,K=300", "KC", 1024, "KC <= K=300"},
+  };
+  for (const auto& c : cases) {
+    Config config = Good();
+    config[c.knob] = c.value;
+    auto k = Template().Render(Gemm(c.shape), config, Avx512Traits());
+    ASSERT_FALSE(k.ok()) << c.knob << "=" << c.value;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(k.status().message(), HasSubstr(c.expect)) << c.knob << "=" << c.value;
+  }
+  Config unknown = Good();
+  unknown["BOGUS"] = 1;
+  EXPECT_THAT(Template().Render(w, unknown, Avx512Traits()).status().message(),
+              HasSubstr("unknown knob BOGUS"));
+  Config missing = Good();
+  missing.erase("PACK");
+  EXPECT_THAT(Template().Render(w, missing, Avx512Traits()).status().message(),
+              HasSubstr("knob PACK has no value"));
+}
+
+TEST(GemmSpaceTest, Avx2RulesDiffer) {
+  Config c = Good();  // 8 x 32 on 8 lanes = 32 accumulators: too many for 16 registers
+  auto k = Template().Render(Gemm("M=8,N=4096,K=4096"), c, Avx2Traits());
+  ASSERT_FALSE(k.ok());
+  EXPECT_THAT(k.status().message(), HasSubstr("MR*NR/8 <= 12"));
+  c["MR"] = 3;
+  EXPECT_TRUE(Template().Render(Gemm("M=8,N=4096,K=4096"), c, Avx2Traits()).ok());
+}
+
+TEST(KernelTest, HashIsStableAndCoversDefines) {
+  auto a = Template().Render(Gemm("M=8,N=4096,K=4096"), Good(), Avx512Traits());
+  auto b = Template().Render(Gemm("M=8,N=4096,K=4096"), Good(), Avx512Traits());
+  Config other = Good();
+  other["UNROLL"] = 8;
+  auto c = Template().Render(Gemm("M=8,N=4096,K=4096"), other, Avx512Traits());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->Hash().size(), 16u);
+  EXPECT_EQ(a->Hash().find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(a->Hash(), b->Hash());
+  EXPECT_NE(a->Hash(), c->Hash());
+  Kernel k{"cpp", "f", "int x;", {{"A", 1}}};
+  EXPECT_EQ(k.Hash(), Kernel({"cpp", "f", "int x;", {{"A", 1}}}).Hash());
+  EXPECT_NE(k.Hash(), Kernel({"opencl", "f", "int x;", {{"A", 1}}}).Hash());
+}
+
+TEST(FindTemplateTest, LooksUpByOpAndChipKind) {
+  auto t = FindTemplate(Gemm("M=8,N=64,K=64"), "cpu");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "cpu-gemm");
+  EXPECT_EQ(FindTemplate(Gemm("M=8,N=64,K=64"), "quantum").status().code(),
+            absl::StatusCode::kUnimplemented);
+  v1::Workload norm;
+  norm.set_op(v1::RMSNORM);
+  EXPECT_EQ(FindTemplate(norm, "cpu").status().code(), absl::StatusCode::kNotFound);
+  v1::Workload bias = Gemm("M=8,N=64,K=64");
+  bias.set_epilogue("bias");
+  EXPECT_EQ(FindTemplate(bias, "cpu").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FindTemplateTest, SpaceForUsesTheFingerprint) {
+  v1::ChipFingerprint chip;
+  chip.set_kind("cpu");
+  chip.add_isa_features("avx2");
+  chip.set_cores(4);
+  auto s = SpaceFor(Gemm("M=8,N=4096,K=4096"), chip);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(s->FindKnob("NT")->values, ::testing::ElementsAre(1, 2, 4));
+  bool has_rule = false;
+  for (const auto& c : s->constraints()) has_rule |= c.rule.find("NR % 8 == 0") == 0;
+  EXPECT_TRUE(has_rule);
+  chip.set_kind("gpu");
+  EXPECT_FALSE(SpaceFor(Gemm("M=8,N=4096,K=4096"), chip).ok());
+}
+
+}  // namespace
+}  // namespace kiln::codegen

@@ -1,0 +1,218 @@
+// The CPU device: opening, fingerprint, compile errors and caching, verification, timing,
+// the OpenBLAS baseline and the roofline guard.
+#include "hardware/cpu/cpu_device.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "codegen/cpu/gemm_template.h"
+#include "codegen/workload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hardware/device.h"
+
+namespace kiln::hardware {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::Workload Gemm(const char* shape) { return *codegen::ParseWorkload("gemm", shape); }
+
+codegen::Kernel Raw(std::string body) {
+  return {"cpp",
+          "kiln_gemm",
+          "extern \"C\" void kiln_gemm(int M, int N, int K, const float* A, const float* B, "
+          "float* C) {\n" +
+              body + "\n}\n",
+          {}};
+}
+
+MeasureOptions Quick() {
+  MeasureOptions o;
+  o.max_seconds = 0.2;
+  o.min_samples = 3;
+  o.max_samples = 20;
+  return o;
+}
+
+class CpuDeviceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto start = std::chrono::steady_clock::now();
+    auto d = OpenDevice("cpu");
+    ASSERT_TRUE(d.ok()) << d.status();
+    device_ = d->release();
+    std::printf("probed in %.2f s: %s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                device_->Fingerprint().ShortDebugString().c_str());
+  }
+  static void TearDownTestSuite() { delete device_; }
+  static Device* device_;
+};
+Device* CpuDeviceTest::device_ = nullptr;
+
+TEST(OpenDeviceTest, UnknownSpecIsInvalid) {
+  auto d = OpenDevice("tpu:0");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(d.status().message(), HasSubstr("unknown device 'tpu:0'"));
+}
+
+TEST(OpenDeviceTest, KnownFingerprintIsReusedWithoutProbing) {
+  v1::ChipFingerprint known;
+  known.set_kind("cpu");
+  known.set_model("handed over by the worker");
+  auto start = std::chrono::steady_clock::now();
+  auto d = OpenDevice("cpu", &known);
+  ASSERT_TRUE(d.ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  EXPECT_EQ((*d)->Fingerprint().model(), "handed over by the worker");
+}
+
+TEST_F(CpuDeviceTest, FingerprintIsPlausible) {
+  const v1::ChipFingerprint& fp = device_->Fingerprint();
+  EXPECT_EQ(fp.kind(), "cpu");
+  EXPECT_THAT(fp.chip_type(), StartsWith("cpu-"));
+  EXPECT_FALSE(fp.model().empty());
+  EXPECT_FALSE(fp.vendor().empty());
+  EXPECT_FALSE(fp.compiler().empty());
+  EXPECT_FALSE(fp.hostname().empty());
+  EXPECT_GE(fp.cores(), 1);
+  EXPECT_GT(fp.memory_bytes(), 0);
+  EXPECT_GT(fp.peak_gflops(), 0);
+  EXPECT_GT(fp.read_gbytes_per_s(), 0);
+  EXPECT_LE(fp.l3_bytes(), std::max<int64_t>(32LL << 20, fp.cores() * (16LL << 20)));
+}
+
+TEST_F(CpuDeviceTest, SupportsFp32GemmOnly) {
+  EXPECT_TRUE(device_->Supports(Gemm("M=8,N=64,K=64")));
+  v1::Workload bias = Gemm("M=8,N=64,K=64");
+  bias.set_epilogue("bias");
+  EXPECT_FALSE(device_->Supports(bias));
+  CompiledKernel none;
+  EXPECT_EQ(device_->Measure(bias, none, Quick()).status(), v1::UNSUPPORTED);
+  EXPECT_EQ(device_->BaselineName(Gemm("M=8,N=64,K=64")), "openblas-sgemm");
+}
+
+TEST_F(CpuDeviceTest, SyntaxErrorReturnsTheDiagnostics) {
+  auto c = device_->Compile(Raw("this is not C++;"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("compile failed"));
+  EXPECT_THAT(c.status().message(), HasSubstr("error"));
+  EXPECT_THAT(c.status().message(), HasSubstr("this"));
+  EXPECT_LE(c.status().message().size(), 2200u);
+  EXPECT_EQ(device_->Compile({"cuda", "k", "", {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CpuDeviceTest, GarbageOutputIsWrongResult) {
+  auto c = device_->Compile(Raw("for (long i = 0; i < (long)M * N; ++i) C[i] = 1.0f;"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::Measurement m = device_->Measure(Gemm("M=7,N=13,K=5"), *c, Quick());
+  EXPECT_EQ(m.status(), v1::WRONG_RESULT);
+  EXPECT_THAT(m.message(), HasSubstr("C[0][0] = 1, want"));
+  EXPECT_THAT(m.message(), HasSubstr("max_error"));
+  EXPECT_EQ(m.samples_us_size(), 0);  // never timed
+}
+
+TEST_F(CpuDeviceTest, UnwrittenElementIsWrongResult) {
+  // A correct GEMM except that it skips the last element, which keeps its NaN poison.
+  auto c = device_->Compile(Raw(R"(
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        if (i == M - 1 && j == N - 1) continue;
+        float s = 0;
+        for (int k = 0; k < K; ++k) s += A[i * K + k] * B[k * N + j];
+        C[i * N + j] = s;
+      })"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::Measurement m = device_->Measure(Gemm("M=17,N=33,K=65"), *c, Quick());
+  EXPECT_EQ(m.status(), v1::WRONG_RESULT);
+  EXPECT_THAT(m.message(), HasSubstr("C[16][32] = nan"));
+}
+
+TEST_F(CpuDeviceTest, MissingEntryIsACompileError) {
+  codegen::Kernel k = Raw("");
+  k.entry = "not_there";
+  auto c = device_->Compile(k);
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::Measurement m = device_->Measure(Gemm("M=2,N=2,K=2"), *c, Quick());
+  EXPECT_EQ(m.status(), v1::COMPILE_ERROR);
+  EXPECT_THAT(m.message(), HasSubstr("not_there"));
+}
+
+TEST_F(CpuDeviceTest, CompilesOnceThenReusesTheObject) {
+  char dir[] = "/tmp/kiln-cache-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string saved = getenv("KILN_CACHE_DIR") ? getenv("KILN_CACHE_DIR") : "";
+  setenv("KILN_CACHE_DIR", dir, 1);
+  codegen::Kernel k = Raw("for (long i = 0; i < (long)M * N; ++i) C[i] = 0;");
+  auto first = device_->Compile(k);
+  auto second = device_->Compile(k);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_THAT(first->artifact, StartsWith(std::string(dir) + "/kernels/" + k.Hash()));
+  EXPECT_EQ(first->artifact, second->artifact);
+  EXPECT_EQ(first->source_hash, k.Hash());
+  EXPECT_THAT(first->toolchain, HasSubstr("-O3 -march=native -fopenmp"));
+  EXPECT_GT(first->compile_seconds, 0.02);
+  EXPECT_LT(second->compile_seconds, first->compile_seconds / 4);
+  if (saved.empty())
+    unsetenv("KILN_CACHE_DIR");
+  else
+    setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  std::string rm = std::string("rm -rf ") + dir;
+  ASSERT_EQ(system(rm.c_str()), 0);
+}
+
+TEST_F(CpuDeviceTest, MeasuresTheDecodeGemmAndTheBaselineCold) {
+  const v1::Workload w = Gemm("M=8,N=4096,K=4096");
+  const codegen::ChipTraits traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+  codegen::Config config = {{"MR", 8},
+                            {"NR", 2 * traits.vector_floats},
+                            {"MC", 16},
+                            {"KC", 256},
+                            {"NC", 512},
+                            {"PACK", 1},
+                            {"UNROLL", 4},
+                            {"LOOP_ORDER", 0},
+                            {"NT", std::min(2, traits.cores)}};
+  if (traits.vector_registers < 32) config["MR"] = 4;
+  auto kernel = codegen::NewCpuGemmTemplate()->Render(w, config, traits);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto compiled = device_->Compile(*kernel);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (bool baseline : {false, true}) {
+    v1::Measurement m =
+        baseline ? device_->MeasureBaseline(w, Quick()) : device_->Measure(w, *compiled, Quick());
+    std::printf("%s: %s\n", baseline ? "openblas" : "kernel", m.ShortDebugString().c_str());
+    EXPECT_EQ(m.status(), v1::OK) << m.message();
+    EXPECT_EQ(m.cache_mode(), "cold");
+    EXPECT_GE(m.samples_us_size(), 1);
+    EXPECT_GT(m.median_us(), 0);
+    EXPECT_GT(m.gflops(), 0);
+    EXPECT_GT(m.gbytes_per_s(), 0);
+    EXPECT_LT(m.max_error(), 1e-4);
+    EXPECT_GE(m.measure_seconds(), m.median_us() * 1e-6);
+  }
+  MeasureOptions warm = Quick();
+  warm.warm = true;
+  EXPECT_EQ(device_->Measure(w, *compiled, warm).cache_mode(), "warm");
+}
+
+TEST_F(CpuDeviceTest, FasterThanTheRooflineIsSuspect) {
+  v1::ChipFingerprint slow = device_->Fingerprint();
+  slow.set_peak_gflops(0.001);  // claims the chip is a million times slower than it is
+  auto d = OpenDevice("cpu", &slow);
+  ASSERT_TRUE(d.ok());
+  v1::Measurement m = (*d)->MeasureBaseline(Gemm("M=64,N=64,K=64"), Quick());
+  EXPECT_EQ(m.status(), v1::SUSPECT);
+  EXPECT_THAT(m.message(), HasSubstr("roofline"));
+}
+
+}  // namespace
+}  // namespace kiln::hardware

@@ -1,0 +1,158 @@
+// The timing harness: statistics, adaptive repetition, rotating sets and the roofline guard.
+#include "hardware/measure.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "codegen/workload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::hardware {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Busy-waits, so the duration is accurate even on a loaded machine's scheduler tick.
+void Spin(double us) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+v1::Workload Gemm(const char* shape) { return *codegen::ParseWorkload("gemm", shape); }
+
+TEST(SummarizeTest, QuantilesAndSpread) {
+  v1::Measurement m;
+  for (double x : {10, 1, 9, 2, 8, 3, 7, 4, 6, 5}) m.add_samples_us(x);
+  Summarize(&m);
+  EXPECT_DOUBLE_EQ(m.median_us(), 5.5);
+  EXPECT_NEAR(m.p10_us(), 1.9, 1e-12);
+  EXPECT_NEAR(m.p90_us(), 9.1, 1e-12);
+  EXPECT_NEAR(m.cv(), std::sqrt(55.0 / 6) / 5.5, 1e-12);  // sample sd / mean
+
+  v1::Measurement one;
+  one.add_samples_us(42);
+  Summarize(&one);
+  EXPECT_EQ(one.median_us(), 42);
+  EXPECT_EQ(one.p10_us(), 42);
+  EXPECT_EQ(one.cv(), 0);
+  v1::Measurement none;
+  Summarize(&none);
+  EXPECT_EQ(none.median_us(), 0);
+}
+
+TEST(TimeRepeatedTest, StableRunsStopAtMinSamples) {
+  MeasureOptions opts;
+  opts.warmup = 1;
+  opts.min_samples = 7;
+  opts.target_ci = 0.5;  // generous: a busy-wait is stable well within this
+  v1::Measurement m = TimeRepeated([](int) { Spin(200); }, 1, opts);
+  EXPECT_EQ(m.status(), v1::OK);
+  EXPECT_GE(m.samples_us_size(), 7);
+  EXPECT_LE(m.samples_us_size(), 20);
+  EXPECT_GE(m.median_us(), 200);
+  EXPECT_LT(m.median_us(), 2000);
+  EXPECT_GT(m.measure_seconds(), 0);
+}
+
+TEST(TimeRepeatedTest, NoisyRunsContinueToMaxSamples) {
+  MeasureOptions opts;
+  opts.max_samples = 40;
+  opts.max_seconds = 10;
+  int calls = 0;
+  // Alternating 100 / 300 us: the median's confidence interval never narrows below 2%.
+  v1::Measurement m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 300 : 100); }, 1, opts);
+  EXPECT_EQ(m.samples_us_size(), 40);
+}
+
+TEST(TimeRepeatedTest, TimeCapStopsLongRuns) {
+  MeasureOptions opts;
+  opts.warmup = 0;
+  opts.min_samples = 100;
+  opts.max_seconds = 0.05;
+  v1::Measurement m = TimeRepeated([](int) { Spin(20000); }, 1, opts);
+  EXPECT_GE(m.samples_us_size(), 1);
+  EXPECT_LE(m.samples_us_size(), 4);
+}
+
+TEST(TimeRepeatedTest, RotatesThroughTheSets) {
+  MeasureOptions opts;
+  opts.warmup = 2;
+  opts.min_samples = 5;
+  opts.max_samples = 5;
+  std::vector<int> seen;
+  TimeRepeated([&](int set) { seen.push_back(set); }, 3, opts);
+  EXPECT_THAT(seen, ::testing::ElementsAre(0, 1, 2, 0, 1, 2, 0));
+}
+
+TEST(RotatingSetsTest, ExceedsTwiceTheLastLevelCache) {
+  v1::ChipFingerprint chip;
+  chip.set_l3_bytes(32 << 20);
+  EXPECT_EQ(RotatingSets(64 << 20, chip, /*warm=*/true), 1);
+  EXPECT_EQ(RotatingSets(64 << 20, chip, false), 2);
+  EXPECT_EQ(RotatingSets(1 << 20, chip, false), 65);
+  EXPECT_EQ(RotatingSets(600 << 20, chip, false), 1);
+  chip.set_l3_bytes(512 << 20);
+  EXPECT_EQ(RotatingSets(100 << 20, chip, false), 10);  // capped at 1 GiB in total
+  EXPECT_EQ(RotatingSets(100 << 20, chip, false, 512 << 20), 5);
+  v1::ChipFingerprint unknown;  // no cache sizes: assume 32 MiB
+  EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 2);
+}
+
+TEST(ThroughputTest, FromMedian) {
+  v1::Measurement m;
+  m.set_median_us(1000);
+  FillThroughput(Gemm("M=1000,N=1000,K=1000"), &m);
+  EXPECT_DOUBLE_EQ(m.gflops(), 2000);
+  EXPECT_DOUBLE_EQ(m.gbytes_per_s(), 12);
+}
+
+TEST(RooflineGuardTest, FasterThanPeakIsSuspect) {
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(100);
+  chip.set_read_gbytes_per_s(10);
+  const v1::Workload cube = Gemm("M=1000,N=1000,K=1000");  // 20000 us at 100 GFLOP/s
+  v1::Measurement m;
+  m.set_status(v1::OK);
+  m.set_median_us(15000);
+  ApplyRooflineGuard(cube, chip, false, &m);
+  EXPECT_EQ(m.status(), v1::OK);  // within the 1.5x headroom
+  m.set_median_us(10000);
+  ApplyRooflineGuard(cube, chip, false, &m);
+  EXPECT_EQ(m.status(), v1::SUSPECT);
+  EXPECT_THAT(m.message(), HasSubstr("roofline bound is 20000 us"));
+  EXPECT_THAT(m.message(), HasSubstr("flops / peak"));
+}
+
+TEST(RooflineGuardTest, BandwidthBoundOnlyWhenCold) {
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(1000);
+  chip.set_read_gbytes_per_s(10);
+  const v1::Workload decode = Gemm("M=8,N=4096,K=4096");  // ~67 MB: ~6.7 ms at 10 GB/s
+  v1::Measurement cold;
+  cold.set_status(v1::OK);
+  cold.set_median_us(1000);
+  v1::Measurement warm = cold;
+  ApplyRooflineGuard(decode, chip, false, &cold);
+  EXPECT_EQ(cold.status(), v1::SUSPECT);
+  EXPECT_THAT(cold.message(), HasSubstr("read bandwidth"));
+  ApplyRooflineGuard(decode, chip, true, &warm);
+  EXPECT_EQ(warm.status(), v1::OK);
+}
+
+TEST(RooflineGuardTest, NoOpWithoutPeaksOrOnFailure) {
+  v1::Measurement m;
+  m.set_status(v1::OK);
+  m.set_median_us(0.001);
+  ApplyRooflineGuard(Gemm("M=1000,N=1000,K=1000"), v1::ChipFingerprint(), false, &m);
+  EXPECT_EQ(m.status(), v1::OK);
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(1);
+  m.set_status(v1::WRONG_RESULT);
+  ApplyRooflineGuard(Gemm("M=1000,N=1000,K=1000"), chip, false, &m);
+  EXPECT_EQ(m.status(), v1::WRONG_RESULT);
+}
+
+}  // namespace
+}  // namespace kiln::hardware
