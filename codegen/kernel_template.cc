@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codegen/cpu/gemm_template.h"
 #include "codegen/workload.h"
 
@@ -27,19 +28,40 @@ std::string Kernel::Hash() const {
   return buf;
 }
 
+namespace {
+
+// Every kernel template, by chip kind. A backend adds its templates here; the first one whose
+// Supports() accepts the workload is used.
+struct Registered {
+  std::string chip_kind;
+  const KernelTemplate* tmpl;
+};
+
+const std::vector<Registered>& Registry() {
+  static const std::vector<Registered>* const all = new std::vector<Registered>{
+      {"cpu", NewCpuGemmTemplate().release()},
+  };
+  return *all;
+}
+
+}  // namespace
+
 absl::StatusOr<const KernelTemplate*> FindTemplate(const v1::Workload& w,
                                                    const std::string& chip_kind) {
-  static const KernelTemplate* const cpu_gemm = NewCpuGemmTemplate().release();
-  if (chip_kind != "cpu")
-    return absl::UnimplementedError(
-        absl::StrCat("no kernel templates for chip kind '", chip_kind, "' (known: cpu)"));
-  if (w.op() == v1::GEMM) {
-    if (!cpu_gemm->Supports(w))
-      return absl::NotFoundError(absl::StrCat("template ", cpu_gemm->name(), " does not support ",
-                                              WorkloadKey(w), " (fp32 gemm without epilogue)"));
-    return cpu_gemm;
+  bool kind_known = false;
+  std::vector<std::string> names;
+  for (const auto& r : Registry()) {
+    if (r.chip_kind != chip_kind) continue;
+    kind_known = true;
+    if (r.tmpl->Supports(w)) return r.tmpl;
+    names.push_back(r.tmpl->name());
   }
-  return absl::NotFoundError(absl::StrCat("no cpu kernel template for operator ", OpName(w.op())));
+  if (!kind_known)
+    return absl::UnimplementedError(
+        absl::StrCat("no kernel templates for chip kind '", chip_kind, "'"));
+  return absl::NotFoundError(absl::StrCat("no ", chip_kind, " kernel template supports ",
+                                          WorkloadKey(w),
+                                          " (templates: ", absl::StrJoin(names, ", "), ")"));
 }
 
 absl::StatusOr<KnobSpace> SpaceFor(const v1::Workload& w, const v1::ChipFingerprint& chip) {

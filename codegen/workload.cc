@@ -11,15 +11,47 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status.h"
 
 namespace kiln::codegen {
 namespace {
 
-// The dimensions each operator needs, in key order.
+// The dimensions each operator needs, in key order. Conventions (all row-major):
+//   gemm              M,N,K           C[M,N] = A[M,K]·B[K,N] (+ epilogue)
+//   rmsnorm           T,D             T rows of width D (epilogue "residual": x += r first)
+//   rope              T,H,D           T tokens, H heads of size D, rotary in pairs
+//   attention_decode  B,H,KVH,D,L     B sequences, H query heads sharing KVH kv heads, context L
+//   attention_prefill B,H,KVH,D,S     causal over S tokens
+//   softmax           T,N             T rows of length N
+//   swiglu            T,F             silu(gate[T,F]) * up[T,F]
+//   moe_router        T,D,E,TOPK      logits = x[T,D]·W[D,E], softmax, top-k
+//   moe_gemm          T,E,TOPK,N,K    each token times its TOPK experts' W[K,N]
+//   ssm_scan          B,T,D,S         Mamba selective scan, d_inner D, state size S
+//   conv1d            B,T,D,W         causal depthwise convolution of width W
 std::vector<std::string> RequiredDims(v1::OpKind op) {
   switch (op) {
     case v1::GEMM:
       return {"M", "N", "K"};
+    case v1::RMSNORM:
+      return {"T", "D"};
+    case v1::ROPE:
+      return {"T", "H", "D"};
+    case v1::ATTENTION_DECODE:
+      return {"B", "H", "KVH", "D", "L"};
+    case v1::ATTENTION_PREFILL:
+      return {"B", "H", "KVH", "D", "S"};
+    case v1::SOFTMAX:
+      return {"T", "N"};
+    case v1::SWIGLU:
+      return {"T", "F"};
+    case v1::MOE_ROUTER:
+      return {"T", "D", "E", "TOPK"};
+    case v1::MOE_GEMM:
+      return {"T", "E", "TOPK", "N", "K"};
+    case v1::SSM_SCAN:
+      return {"B", "T", "D", "S"};
+    case v1::CONV1D:
+      return {"B", "T", "D", "W"};
     default:
       return {};
   }
@@ -86,19 +118,20 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".op: operator is required"));
   std::vector<std::string> need = RequiredDims(w.op());
   if (need.empty())
-    return absl::InvalidArgumentError(absl::StrCat(field, ".op: operator ", OpName(w.op()),
-                                                   " is not supported yet (supported: gemm)"));
-  if (w.dtype() != v1::FP32 && w.dtype() != v1::DTYPE_UNSPECIFIED)
-    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", DTypeName(w.dtype()),
-                                                   " is not supported yet for ", OpName(w.op()),
-                                                   " (supported: fp32)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".op: operator ", OpName(w.op()), " has no dimension convention"));
+  bool bf16_ok = w.op() == v1::GEMM || w.op() == v1::MOE_GEMM;
+  if (w.dtype() == v1::BF16 && !bf16_ok)
+    return absl::InvalidArgumentError(absl::StrCat(field,
+                                                   ".dtype: bf16 is supported for gemm and "
+                                                   "moe_gemm weights only, not ",
+                                                   OpName(w.op())));
   std::set<std::string> needed(need.begin(), need.end());
   for (const auto& [name, value] : w.dims())
     if (!needed.count(name))
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", OpName(w.op()),
                                                      " has no dimension ", name, " (it takes ",
                                                      absl::StrJoin(need, ", "), ")"));
-  double elements = 1;
   for (const auto& name : need) {
     auto it = w.dims().find(name);
     if (it == w.dims().end())
@@ -108,18 +141,21 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, "=", it->second,
                                                      " is out of range; ", name, " must be in 1..",
                                                      kMaxDim));
-    elements *= it->second;
   }
-  // Each operand must fit in memory a worker can reasonably hold (4 GiB per operand).
   const auto& d = w.dims();
-  if (w.op() == v1::GEMM) {
-    double m = d.at("M"), n = d.at("N"), k = d.at("K");
-    double largest = std::max({m * k, k * n, m * n}) * DTypeBytes(w.dtype());
-    if (largest > 4.0 * (1LL << 30))
-      return absl::InvalidArgumentError(absl::StrCat(field, ": an operand of ", WorkloadKey(w),
-                                                     " would need ", largest / (1LL << 30),
-                                                     " GiB; each operand must fit in 4 GiB"));
-  }
+  auto rule = [&](bool holds, absl::string_view what) {
+    return holds ? absl::OkStatus()
+                 : absl::InvalidArgumentError(
+                       absl::StrCat(field, ": ", what, " (", WorkloadKey(w), ")"));
+  };
+  if (d.count("KVH")) RETURN_IF_ERROR(rule(d.at("H") % d.at("KVH") == 0, "KVH must divide H"));
+  if (d.count("TOPK")) RETURN_IF_ERROR(rule(d.at("TOPK") <= d.at("E"), "TOPK must be <= E"));
+  if (w.op() == v1::ROPE) RETURN_IF_ERROR(rule(d.at("D") % 2 == 0, "D must be even for rope"));
+  // The operands must fit in memory a worker can reasonably hold.
+  double gib = WorkloadBytes(w) / (1LL << 30);
+  if (gib > 16)
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", WorkloadKey(w), " would move ", gib,
+                                                   " GiB of operands; the limit is 16 GiB"));
   return absl::OkStatus();
 }
 
@@ -135,21 +171,77 @@ std::string WorkloadKey(const v1::Workload& w) {
   return key;
 }
 
+namespace {
+
+double D(const v1::Workload& w, const char* name) {
+  auto it = w.dims().find(name);
+  return it == w.dims().end() ? 0 : static_cast<double>(it->second);
+}
+
+}  // namespace
+
 double WorkloadFlops(const v1::Workload& w) {
-  const auto& d = w.dims();
-  if (w.op() == v1::GEMM && d.count("M") && d.count("N") && d.count("K"))
-    return 2.0 * d.at("M") * d.at("N") * d.at("K");
-  return 0;
+  switch (w.op()) {
+    case v1::GEMM:
+      return 2 * D(w, "M") * D(w, "N") * D(w, "K");
+    case v1::RMSNORM:
+      return 4 * D(w, "T") * D(w, "D");
+    case v1::ROPE:
+      return 3 * D(w, "T") * D(w, "H") * D(w, "D");
+    case v1::ATTENTION_DECODE:
+      return 4 * D(w, "B") * D(w, "H") * D(w, "D") * D(w, "L");
+    case v1::ATTENTION_PREFILL:  // causal: half of the S x S scores
+      return 2 * D(w, "B") * D(w, "H") * D(w, "D") * D(w, "S") * D(w, "S");
+    case v1::SOFTMAX:
+      return 5 * D(w, "T") * D(w, "N");
+    case v1::SWIGLU:
+      return 6 * D(w, "T") * D(w, "F");
+    case v1::MOE_ROUTER:
+      return 2 * D(w, "T") * D(w, "D") * D(w, "E");
+    case v1::MOE_GEMM:
+      return 2 * D(w, "T") * D(w, "TOPK") * D(w, "N") * D(w, "K");
+    case v1::SSM_SCAN:
+      return 9 * D(w, "B") * D(w, "T") * D(w, "D") * D(w, "S");
+    case v1::CONV1D:
+      return 2 * D(w, "B") * D(w, "T") * D(w, "D") * D(w, "W");
+    default:
+      return 0;
+  }
 }
 
 double WorkloadBytes(const v1::Workload& w) {
-  const auto& d = w.dims();
-  double b = DTypeBytes(w.dtype());
-  if (w.op() == v1::GEMM && d.count("M") && d.count("N") && d.count("K")) {
-    double m = d.at("M"), n = d.at("N"), k = d.at("K");
-    return b * (m * k + k * n) + 4.0 * m * n;
+  const double wb = DTypeBytes(w.dtype());  // weights' element size; activations are fp32
+  switch (w.op()) {
+    case v1::GEMM:
+      return wb * D(w, "K") * D(w, "N") + 4 * (D(w, "M") * D(w, "K") + D(w, "M") * D(w, "N"));
+    case v1::RMSNORM:
+      return 4 * (2 * D(w, "T") * D(w, "D") + D(w, "D"));
+    case v1::ROPE:
+      return 4 * 2 * D(w, "T") * D(w, "H") * D(w, "D");
+    case v1::ATTENTION_DECODE:  // the KV cache dominates
+      return 4 * (2 * D(w, "B") * D(w, "KVH") * D(w, "L") * D(w, "D") +
+                  2 * D(w, "B") * D(w, "H") * D(w, "D"));
+    case v1::ATTENTION_PREFILL:
+      return 4 * D(w, "B") * D(w, "S") * D(w, "D") * (2 * D(w, "H") + 2 * D(w, "KVH"));
+    case v1::SOFTMAX:
+      return 4 * 2 * D(w, "T") * D(w, "N");
+    case v1::SWIGLU:
+      return 4 * 3 * D(w, "T") * D(w, "F");
+    case v1::MOE_ROUTER:
+      return 4 * (D(w, "T") * D(w, "D") + D(w, "D") * D(w, "E") + D(w, "T") * D(w, "E"));
+    case v1::MOE_GEMM: {  // at most min(E, T*TOPK) experts' weights are read
+      double experts = std::min(D(w, "E"), D(w, "T") * D(w, "TOPK"));
+      return wb * experts * D(w, "K") * D(w, "N") +
+             4 * D(w, "T") * D(w, "TOPK") * (D(w, "K") + D(w, "N"));
+    }
+    case v1::SSM_SCAN:
+      return 4 * D(w, "B") * D(w, "T") * (3 * D(w, "D") + 2 * D(w, "S")) +
+             4 * 2 * D(w, "D") * D(w, "S");
+    case v1::CONV1D:
+      return 4 * (2 * D(w, "B") * D(w, "T") * D(w, "D") + D(w, "D") * D(w, "W"));
+    default:
+      return 0;
   }
-  return 0;
 }
 
 }  // namespace kiln::codegen

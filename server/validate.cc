@@ -50,6 +50,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         absl::StrCat("priority: must be in -100..100, got ", spec.priority()));
   std::string kind = spec.chip().substr(0, spec.chip().find('-'));
   auto tmpl = codegen::FindTemplate(spec.workload(), kind);
+  if (tmpl.status().code() == absl::StatusCode::kNotFound)  // the kind is known, the op is not
+    return absl::InvalidArgumentError(absl::StrCat("workload: ", tmpl.status().message()));
   if (tmpl.ok()) {
     codegen::KnobSpace space = (*tmpl)->Space(spec.workload(), codegen::ChipTraits{});
     for (const auto& [knob, value] : spec.pin()) {
