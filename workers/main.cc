@@ -10,7 +10,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: kiln-worker --coordinator HOST:PORT --device cpu\n"
     "                   [--metrics-listen HOST:PORT] [--name NAME]\n"
-    "                   [--trial-timeout SECONDS] [--trial-memory-mb MB]\n"
+    "                   [--trial-timeout SECONDS] [--trial-memory-mb MB] [--compile-ahead N]\n"
     "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen 0.0.0.0:9465\n";
 
 }  // namespace
@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
       o.trial_timeout_seconds = std::strtod(v.c_str(), &end);
       if (*end || o.trial_timeout_seconds <= 0) {
         std::fprintf(stderr, "kiln-worker: --trial-timeout must be a positive number of seconds\n");
+        return 2;
+      }
+    } else if (a == "--compile-ahead") {
+      o.compile_ahead = static_cast<int>(std::strtol(v.c_str(), &end, 10));
+      if (*end || o.compile_ahead < 1 || o.compile_ahead > 64) {
+        std::fprintf(stderr, "kiln-worker: --compile-ahead must be a number in 1..64\n");
         return 2;
       }
     } else if (a == "--trial-memory-mb") {

@@ -9,10 +9,13 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/kernel_template.h"
 #include "hardware/device.h"
 #include "kiln/v1/worker_service.grpc.pb.h"
 #include "workers/sandbox.h"
@@ -170,7 +173,7 @@ class WorkerImpl final : public Worker {
       if (!EnsureRegistered()) break;
       v1::LeaseTrialsRequest req;
       req.set_worker_id(WorkerId());
-      req.set_max_trials(1);
+      req.set_max_trials(o_.compile_ahead);
       req.set_wait_ms(5000);
       v1::LeaseTrialsResponse resp;
       grpc::Status s;
@@ -198,6 +201,7 @@ class WorkerImpl final : public Worker {
       }
       delay = 200;
       metrics_.SetConnected(true);
+      Precompile(resp);
       for (int i = 0; i < resp.trials_size(); ++i) {
         if (stop_) {  // hand back what was not started
           Release(resp, i);
@@ -205,7 +209,37 @@ class WorkerImpl final : public Worker {
         }
         RunAndReport(resp.trials(i));
       }
+      compile_seconds_.clear();
     }
+  }
+
+  // Compiles every leased kernel before any is timed, on all cores at once, so compilation
+  // overlaps compilation and never a measurement (timing runs alone). The compiled objects
+  // land in the device's cache, where RunTrial finds them.
+  void Precompile(const v1::LeaseTrialsResponse& resp) {
+    if (resp.trials_size() < 2) return;
+    const v1::ChipFingerprint& chip = device_->Fingerprint();
+    std::atomic<int> next{0};
+    std::mutex mu;
+    auto work = [&] {
+      for (int i = next++; i < resp.trials_size() && !stop_; i = next++) {
+        const v1::Trial& t = resp.trials(i);
+        if (t.kind() == v1::BASELINE || !device_->Supports(t.workload())) continue;
+        auto tmpl = codegen::FindTemplate(t.workload(), chip.kind());
+        if (!tmpl.ok()) continue;
+        auto kernel = (*tmpl)->Render(t.workload(), codegen::FromProto(t.config()),
+                                      codegen::TraitsFromFingerprint(chip));
+        if (!kernel.ok()) continue;
+        auto compiled = device_->Compile(*kernel);
+        if (!compiled.ok()) continue;  // RunTrial compiles again and reports the diagnostics
+        std::lock_guard<std::mutex> lock(mu);
+        compile_seconds_[t.id()] = compiled->compile_seconds;
+      }
+    };
+    std::vector<std::thread> threads;
+    int n = std::min<int>(resp.trials_size(), std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < n; ++i) threads.emplace_back(work);
+    for (auto& t : threads) t.join();
   }
 
   void Release(const v1::LeaseTrialsResponse& resp, int from) {
@@ -220,6 +254,9 @@ class WorkerImpl final : public Worker {
   void RunAndReport(const v1::Trial& trial) {
     metrics_.SetBusy(true);
     TrialOutcome outcome = RunTrial(*device_, o_.device, trial, limits_);
+    auto pre = compile_seconds_.find(trial.id());
+    if (pre != compile_seconds_.end())  // compiled ahead: report that compile, not the cache hit
+      outcome.measurement.set_compile_seconds(pre->second);
     metrics_.SetBusy(false);
     const v1::Measurement& m = outcome.measurement;
     metrics_.TrialFinished(v1::MeasurementStatus_Name(m.status()), m.compile_seconds(),
@@ -274,6 +311,7 @@ class WorkerImpl final : public Worker {
   std::mutex ctx_mu_;
   grpc::ClientContext* lease_ctx_ = nullptr;
   std::string worker_id_;
+  std::map<std::string, double> compile_seconds_;  // trial id -> seconds, from Precompile
 };
 
 }  // namespace

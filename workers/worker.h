@@ -16,6 +16,7 @@ struct WorkerOptions {
   std::string metrics_listen = "0.0.0.0:9465";  // empty: none
   double trial_timeout_seconds = 30;            // wall clock for one sandboxed trial
   long long trial_memory_bytes = 8LL << 30;     // RLIMIT_AS of the trial child
+  int compile_ahead = 4;  // trials leased at once; their kernels are compiled in parallel first
   bool quiet = false;
 };
 

@@ -61,6 +61,7 @@ class CpuGemmTemplate final : public KernelTemplate {
     s.AddKnob("LOOP_ORDER", {0, 1},
               "0: N blocks / column panels outer; 1: M blocks / row panels outer");
     s.AddKnob("NT", threads, "OpenMP threads sharing the MC x NC tiles of C");
+    s.AddKnob("PREPACK", {0, 1}, "1: weights B packed once ahead of time into NR-column panels");
 
     auto at = [](const Config& c, const char* k) { return c.at(k); };
     s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),

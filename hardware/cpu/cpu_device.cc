@@ -79,7 +79,12 @@ class CpuDevice final : public Device {
       return Failed(v1::COMPILE_ERROR,
                     absl::StrCat("entry '", kernel.entry, "' not found in ", kernel.artifact));
     }
-    v1::Measurement m = MeasureGemm(w, entry, fp_, opts);
+    // A kernel that exports a prepack takes its weights packed ahead of time.
+    auto floats = reinterpret_cast<long (*)(int, int)>(dlsym(handle, "kiln_gemm_prepack_floats"));
+    auto pack = reinterpret_cast<void (*)(int, int, const float*, float*)>(
+        dlsym(handle, "kiln_gemm_prepack"));
+    GemmPrepack prepack{floats, pack};
+    v1::Measurement m = MeasureGemm(w, entry, fp_, opts, floats && pack ? &prepack : nullptr);
     m.set_compile_seconds(kernel.compile_seconds);
     dlclose(handle);
     return m;

@@ -21,12 +21,14 @@ uint64_t TimingSeed(uint64_t seed) { return seed * 2 + 2; }
 }  // namespace
 
 v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
-                            const v1::ChipFingerprint& chip, const MeasureOptions& opts) {
+                            const v1::ChipFingerprint& chip, const MeasureOptions& opts,
+                            const GemmPrepack* prepack) {
   const auto start = std::chrono::steady_clock::now();
   const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
   const size_t a_n = PadFloats(size_t{1} * M * K), b_n = PadFloats(size_t{1} * K * N),
                c_n = PadFloats(size_t{1} * M * N);
   v1::Measurement m;
+  double prepack_us = 0;
   try {
     double max_error = 0;
     {
@@ -34,7 +36,14 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
       FillUniform(a.data(), a_n, VerifySeed(opts.seed));
       FillUniform(b.data(), b_n, VerifySeed(opts.seed) + 0x5eed);
       FillNaN(c.data(), c_n);
-      fn(M, N, K, a.data(), b.data(), c.data());
+      if (prepack) {
+        FloatBuffer packed(PadFloats(prepack->floats(N, K)));
+        FillNaN(packed.data(), PadFloats(prepack->floats(N, K)));
+        prepack->pack(N, K, b.data(), packed.data());
+        fn(M, N, K, a.data(), packed.data(), c.data());
+      } else {
+        fn(M, N, K, a.data(), b.data(), c.data());
+      }
       GemmCheck check = CheckGemm(M, N, K, a.data(), b.data(), c.data());
       if (!check.ok) {
         m.set_status(v1::WRONG_RESULT);
@@ -47,21 +56,33 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
       max_error = check.max_error;
     }
     // One arena of `sets` consecutive (A, B, C) sets; set 0 is filled, the rest are copies.
-    const size_t set_n = a_n + b_n + c_n;
+    // With a prepack, the B slot holds the packed weights, packed once (timed on its own).
+    const size_t bt_n = prepack ? PadFloats(prepack->floats(N, K)) : b_n;
+    const size_t set_n = a_n + bt_n + c_n;
     const int sets = RotatingSets(set_n * sizeof(float), chip, opts.warm);
     FloatBuffer arena(set_n * sets);
     FillUniform(arena.data(), a_n, TimingSeed(opts.seed));
-    FillUniform(arena.data() + a_n, b_n, TimingSeed(opts.seed) + 0x5eed);
+    if (prepack) {
+      FloatBuffer b(b_n);
+      FillUniform(b.data(), b_n, TimingSeed(opts.seed) + 0x5eed);
+      auto t0 = std::chrono::steady_clock::now();
+      prepack->pack(N, K, b.data(), arena.data() + a_n);
+      prepack_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      FillUniform(arena.data() + a_n, b_n, TimingSeed(opts.seed) + 0x5eed);
+    }
     for (int s = 1; s < sets; ++s)
       std::memcpy(arena.data() + s * set_n, arena.data(), set_n * sizeof(float));
     float* base = arena.data();
     m = TimeRepeated(
         [&](int s) {
           float* set = base + s * set_n;
-          fn(M, N, K, set, set + a_n, set + a_n + b_n);
+          fn(M, N, K, set, set + a_n, set + a_n + bt_n);
         },
         sets, opts);
     m.set_max_error(max_error);
+    if (prepack) m.set_prepack_us(prepack_us);
   } catch (const std::bad_alloc&) {
     m.Clear();
     m.set_status(v1::CRASHED);

@@ -38,7 +38,7 @@ v1::Workload Gemm(const char* shape) { return *ParseWorkload("gemm", shape); }
 
 Config Good() {
   return {{"MR", 8},   {"NR", 32},    {"MC", 16},        {"KC", 256}, {"NC", 512},
-          {"PACK", 1}, {"UNROLL", 4}, {"LOOP_ORDER", 0}, {"NT", 2}};
+          {"PACK", 1}, {"UNROLL", 4}, {"LOOP_ORDER", 0}, {"NT", 2},   {"PREPACK", 0}};
 }
 
 const KernelTemplate& Template() {

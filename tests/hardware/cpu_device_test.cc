@@ -180,7 +180,8 @@ TEST_F(CpuDeviceTest, MeasuresTheDecodeGemmAndTheBaselineCold) {
                             {"PACK", 1},
                             {"UNROLL", 4},
                             {"LOOP_ORDER", 0},
-                            {"NT", std::min(2, traits.cores)}};
+                            {"NT", std::min(2, traits.cores)},
+                            {"PREPACK", 0}};
   if (traits.vector_registers < 32) config["MR"] = 4;
   auto kernel = codegen::NewCpuGemmTemplate()->Render(w, config, traits);
   ASSERT_TRUE(kernel.ok()) << kernel.status();

@@ -11,6 +11,10 @@
 //               1: tiles M-block-major, micro-kernels row panel outer (ir, then jr)
 //   NT          OpenMP threads; the MC x NC tiles of C are shared among them, so a small M
 //               still uses every core when N is split into several NC blocks
+//   PREPACK     1: the weights B are packed once, ahead of time, into NR-column panels
+//               (kiln_gemm_prepack), as constant inference weights are; kiln_gemm then takes
+//               the packed buffer in place of B and streams it contiguously. PACK then only
+//               decides whether A is packed.
 //   VW          fp32 lanes per SIMD register (16 AVX-512, 8 AVX2); NR is a multiple of it
 // Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -DMR=8 -DNR=32 ... gemm.cc
 #include <stdint.h>
@@ -52,6 +56,9 @@
 #endif
 #ifndef NT
 #define NT 1
+#endif
+#ifndef PREPACK
+#define PREPACK 0
 #endif
 // Not a knob: how many rows ahead PackB prefetches B (0 = off). Short row runs defeat the
 // hardware prefetcher; 4 rows ahead recovers ~15% of streaming bandwidth at small M.
@@ -176,7 +183,11 @@ inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
 // Computes the mc x nc tile of C at (ic, jc), walking K in KC slices.
 void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc, int mc, int nc) {
   const int panels_a = (mc + MR - 1) / MR, panels_b = (nc + NR - 1) / NR;
-#if PACK
+#if PREPACK
+  float* ap = tls_a.Get(PACK ? (size_t)panels_a * kPanelA : kPanelA);
+  float* bp = nullptr;
+  (void)panels_b;
+#elif PACK
   float* ap = tls_a.Get((size_t)panels_a * kPanelA);
   float* bp = tls_b.Get((size_t)panels_b * kPanelB);
 #else
@@ -186,7 +197,11 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
   for (int pc = 0; pc < K; pc += KC) {
     const int kc = K - pc < KC ? K - pc : KC;
     const bool overwrite = pc == 0;
+#if PREPACK
 #if PACK
+    PackA(A + (long)ic * K + pc, K, mc, kc, ap);
+#endif
+#elif PACK
     PackA(A + (long)ic * K + pc, K, mc, kc, ap);
     PackB(B + (long)pc * N + jc, N, kc, nc, bp);
 #endif
@@ -194,7 +209,21 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
       const int ir = pa * MR, jr = pb * NR;
       const int mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;
       float* c = C + (long)(ic + ir) * N + jc + jr;
+#if PREPACK
+      // B is packed ahead of time: panel (jc + jr) / NR holds all K rows, NR floats each.
+      const float* b = B + (long)((jc + jr) / NR) * K * NR + (long)pc * NR;
 #if PACK
+      MicroKernel(kc, ap + pa * (long)MR * kc, 1, MR, b, NR, c, N, mr, nr, overwrite);
+#else
+      const float* a = A + (long)(ic + ir) * K + pc;
+      if (mr == MR) {
+        MicroKernel(kc, a, K, 1, b, NR, c, N, mr, nr, overwrite);
+      } else {  // ragged edge: copy the partial A micro-panel so nothing is read out of bounds
+        PackA(a, K, mr, kc, ap);
+        MicroKernel(kc, ap, 1, MR, b, NR, c, N, mr, nr, overwrite);
+      }
+#endif
+#elif PACK
       MicroKernel(kc, ap + pa * (long)MR * kc, 1, MR, bp + pb * (long)NR * kc, NR, c, N, mr, nr,
                   overwrite);
 #else
@@ -221,6 +250,32 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
 
 }  // namespace
 
+#if PREPACK
+// Size in floats of the packed weights: ceil(N/NR) panels of K x NR, zero-padded past N.
+extern "C" long kiln_gemm_prepack_floats(int N, int K) {
+  return (long)((N + NR - 1) / NR) * NR * K;
+}
+
+// Packs B (K x N, row-major) into NR-column panels: packed[q*K*NR + k*NR + j] = B[k][q*NR + j].
+extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
+  const long panels = (N + NR - 1) / NR;
+#pragma omp parallel for num_threads(NT) schedule(static) if (NT > 1 && panels > 1)
+  for (long q = 0; q < panels; ++q) {
+    float* dst = packed + q * K * NR;
+    const int cols = N - q * NR < NR ? (int)(N - q * NR) : NR;
+    for (int k = 0; k < K; ++k) {
+      const float* row = B + (long)k * N + q * NR;
+      if (cols == NR) {
+        for (int v = 0; v < kNV; ++v) Store(dst + (long)k * NR + v * VW, Load(row + v * VW));
+      } else {
+        for (int j = 0; j < NR; ++j) dst[(long)k * NR + j] = j < cols ? row[j] : 0.0f;
+      }
+    }
+  }
+}
+#endif
+
+// With PREPACK, B is the buffer kiln_gemm_prepack filled.
 extern "C" void kiln_gemm(int M, int N, int K, const float* A, const float* B, float* C) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
