@@ -1,0 +1,58 @@
+// Workload parsing and validation: every rule names the field, and keys are canonical.
+#include "codegen/workload.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::codegen {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Workload, ParsesAGemmShapeIntoItsCanonicalKey) {
+  auto w = ParseWorkload("GEMM", " m=8, N=4096,K=4096 ");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(WorkloadKey(*w), "gemm m=8 n=4096 k=4096 fp32");
+  EXPECT_DOUBLE_EQ(WorkloadFlops(*w), 2.0 * 8 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(WorkloadBytes(*w), 4.0 * (8 * 4096 + 4096 * 4096 + 8 * 4096));
+}
+
+TEST(Workload, EveryBadInputNamesWhatIsWrong) {
+  EXPECT_THAT(std::string(ParseWorkload("conv9d", "M=1").status().message()),
+              HasSubstr("unknown operator 'conv9d'"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=0,N=1,K=1").status().message()),
+              HasSubstr("M=0 is out of range"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=1,N=1").status().message()),
+              HasSubstr("needs dimension K"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=1,N=1,K=1,Q=2").status().message()),
+              HasSubstr("no dimension Q"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=1,N=x,K=1").status().message()),
+              HasSubstr("NAME=INTEGER"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=1,M=2,N=1,K=1").status().message()),
+              HasSubstr("given twice"));
+  EXPECT_THAT(
+      std::string(ParseWorkload("gemm", "M=1048576,N=1048576,K=1048576").status().message()),
+      HasSubstr("limit is 16 GiB"));
+  EXPECT_THAT(std::string(ParseWorkload("rmsnorm", "T=1,D=64", "bf16").status().message()),
+              HasSubstr("bf16 is supported for gemm and moe_gemm"));
+  EXPECT_THAT(std::string(ParseWorkload("gemm", "M=1,N=1,K=1", "fp64").status().message()),
+              HasSubstr("unknown dtype"));
+}
+
+TEST(Workload, OperatorRulesHold) {
+  EXPECT_THAT(
+      std::string(
+          ParseWorkload("attention_decode", "B=1,H=32,KVH=5,D=128,L=64").status().message()),
+      HasSubstr("KVH must divide H"));
+  EXPECT_THAT(std::string(ParseWorkload("moe_router", "T=1,D=64,E=8,TOPK=9").status().message()),
+              HasSubstr("TOPK must be <= E"));
+  EXPECT_THAT(std::string(ParseWorkload("rope", "T=1,H=2,D=7").status().message()),
+              HasSubstr("D must be even"));
+  auto attn = ParseWorkload("attention_decode", "B=1,H=32,KVH=8,D=128,L=4096");
+  ASSERT_TRUE(attn.ok());
+  EXPECT_EQ(WorkloadKey(*attn), "attention_decode b=1 h=32 kvh=8 d=128 l=4096 fp32");
+  EXPECT_GT(WorkloadBytes(*attn), 2.0 * 4 * 8 * 4096 * 128);  // the KV cache
+}
+
+}  // namespace
+}  // namespace kiln::codegen
