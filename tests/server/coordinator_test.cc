@@ -120,7 +120,9 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
   EXPECT_EQ(results.trials(2).kind(), v1::REMEASURE);
   std::set<std::string> configs;
   for (const auto& t : results.trials())
-    if (t.kind() == v1::TUNE) EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+    if (t.kind() == v1::TUNE) {
+      EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+    }
 }
 
 TEST_F(CoordinatorTest, ReportsAreIdempotentPerAttempt) {
@@ -195,7 +197,9 @@ TEST_F(CoordinatorTest, JobSurvivesARestartWithEveryTrialOnce) {
   for (const auto& t : r.trials()) {
     EXPECT_EQ(t.state(), v1::DONE);
     EXPECT_TRUE(ids.insert(t.id()).second);
-    if (t.kind() == v1::TUNE) EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+    if (t.kind() == v1::TUNE) {
+      EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
+    }
   }
   EXPECT_EQ(configs.size(), 6u);
 }
