@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/agent_metrics.h"
+#include "agent/space_index.h"
 #include "codegen/knob_space.h"
 #include "kiln/v1/types.pb.h"
 
@@ -22,6 +24,14 @@ struct StrategyContext {
   v1::Workload workload;
   v1::ChipFingerprint chip;
   uint64_t seed = 0;
+  // Optional: the valid configurations indexed ahead of time (a replay set's, shared by runs).
+  std::shared_ptr<const SpaceIndex> index;
+  // Optional: where learning strategies report metrics (default: DefaultAgentMetrics()).
+  std::shared_ptr<AgentMetrics> metrics;
+  // Optional, learning strategies: warm-start from this checkpoint, save to `save_checkpoint`.
+  std::string init_checkpoint;
+  std::string save_checkpoint;  // default: a file per task under the model directory, if set
+  bool persist = true;          // false: never save (benchmarks, tests)
 };
 
 class Strategy {
@@ -35,12 +45,24 @@ class Strategy {
   virtual void Exclude(const codegen::Config& config) = 0;
 };
 
-// Names accepted in JobSpec.strategy; "" and "default" mean kDefaultStrategy.
+// Names accepted in JobSpec.strategy; "" and "default" mean kDefaultStrategy. A learning
+// strategy also accepts "NAME:CHECKPOINT" (a file, or a name in the model directory) to start
+// from a pre-trained model.
 std::vector<std::string> StrategyNames();
-inline constexpr char kDefaultStrategy[] = "random";
+// The default is the winner of the search benchmark (docs/benchmarks.md, "Search strategies").
+inline constexpr char kDefaultStrategy[] = "policy";
 absl::Status CheckStrategyName(const std::string& name);
 
 absl::StatusOr<std::unique_ptr<Strategy>> NewStrategy(const std::string& name,
                                                       StrategyContext context);
+
+// Where learning strategies keep checkpoints (per task under tasks/, pre-trained models by
+// name): $KILN_MODEL_DIR if set, else what the coordinator set (DATA_DIR/models); empty:
+// nothing is saved.
+void SetModelDirectory(std::string dir);
+std::string ModelDirectory();
+
+// The index of the context's space: the given one, or built (enumerated when small enough).
+std::shared_ptr<const SpaceIndex> IndexFor(const StrategyContext& context);
 
 }  // namespace kiln::agent

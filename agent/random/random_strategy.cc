@@ -1,23 +1,21 @@
 #include "agent/random/random_strategy.h"
 
 #include <algorithm>
+#include <numeric>
 #include <random>
-#include <set>
 
 namespace kiln::agent {
 namespace {
 
-// Spaces up to this many Cartesian points are enumerated and shuffled; larger ones are
-// sampled by rejection.
-constexpr uint64_t kEnumerateLimit = 1 << 16;
-
+// Random search without replacement: a shuffled order of the enumerated valid configurations,
+// or rejection sampling when the space is too large to enumerate.
 class RandomStrategy final : public Strategy {
  public:
-  explicit RandomStrategy(StrategyContext c) : ctx_(std::move(c)), rng_(ctx_.seed) {
-    if (ctx_.space.CartesianSize() <= kEnumerateLimit) {
-      order_ = ctx_.space.EnumerateValid();
+  explicit RandomStrategy(StrategyContext c) : index_(IndexFor(c)), ledger_(index_), rng_(c.seed) {
+    if (index_->enumerated()) {
+      order_.resize(index_->rows().size());
+      std::iota(order_.begin(), order_.end(), 0);
       std::shuffle(order_.begin(), order_.end(), rng_);
-      enumerated_ = true;
     }
   }
 
@@ -25,34 +23,38 @@ class RandomStrategy final : public Strategy {
 
   std::vector<codegen::Config> Propose(int n) override {
     std::vector<codegen::Config> out;
-    if (enumerated_) {
+    if (index_->enumerated()) {
       while (static_cast<int>(out.size()) < n && next_ < order_.size()) {
-        codegen::Config& c = order_[next_++];
-        if (seen_.insert(codegen::ConfigKey(c)).second) out.push_back(c);
+        const Row& r = index_->rows()[order_[next_++]];
+        if (ledger_.Seen(r)) continue;
+        ledger_.MarkSeen(r);
+        out.push_back(index_->ToConfig(r));
       }
       return out;
     }
-    const uint64_t size = ctx_.space.CartesianSize();
-    std::uniform_int_distribution<uint64_t> pick(0, size - 1);
-    for (int tries = 0; static_cast<int>(out.size()) < n && tries < 100000; ++tries) {
-      codegen::Config c = ctx_.space.Decode(pick(rng_));
-      if (!ctx_.space.IsValid(c)) continue;
-      if (seen_.insert(codegen::ConfigKey(c)).second) out.push_back(std::move(c));
+    Row r;
+    for (int tries = 0; static_cast<int>(out.size()) < n && tries < 100; ++tries) {
+      if (!index_->SampleUniform(rng_, &r)) break;
+      if (ledger_.Seen(r)) continue;
+      ledger_.MarkSeen(r);
+      out.push_back(index_->ToConfig(r));
     }
     return out;
   }
 
   void Observe(const std::vector<Observation>&) override {}
 
-  void Exclude(const codegen::Config& config) override { seen_.insert(codegen::ConfigKey(config)); }
+  void Exclude(const codegen::Config& config) override {
+    Row r;
+    if (index_->FromConfig(config, &r)) ledger_.MarkSeen(r);
+  }
 
  private:
-  StrategyContext ctx_;
+  std::shared_ptr<const SpaceIndex> index_;
+  Ledger ledger_;
   std::mt19937_64 rng_;
-  bool enumerated_ = false;
-  std::vector<codegen::Config> order_;
+  std::vector<size_t> order_;
   size_t next_ = 0;
-  std::set<std::string> seen_;
 };
 
 }  // namespace

@@ -29,8 +29,15 @@ TEST(RandomStrategy, ProposesEveryValidConfigExactlyOnce) {
   EXPECT_TRUE((*s)->Propose(5).empty());
 }
 
+TEST(StrategyNames, DefaultIsTheBenchmarkWinner) {
+  auto d = NewStrategy("default", SmallSpace(3));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ((*d)->name(), kDefaultStrategy);
+  EXPECT_EQ(NewStrategy("nope", SmallSpace(3)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RandomStrategy, SameSeedSameOrder) {
-  auto a = NewStrategy("default", SmallSpace(3));
+  auto a = NewStrategy("random", SmallSpace(3));
   auto b = NewStrategy("random", SmallSpace(3));
   ASSERT_TRUE(a.ok() && b.ok());
   for (int i = 0; i < 5; ++i)

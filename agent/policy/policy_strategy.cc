@@ -1,0 +1,313 @@
+#include "agent/policy/policy_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <unordered_set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/policy/checkpoint.h"
+#include "agent/policy/cost_model.h"
+#include "agent/policy/features.h"
+#include "agent/policy/policy_net.h"
+#include "agent/policy/sampler.h"
+#include "codegen/workload.h"
+
+namespace kiln::agent {
+namespace {
+
+constexpr float kFailureReward = -2.0f;
+
+class PolicyStrategy final : public Strategy {
+ public:
+  PolicyStrategy(StrategyContext c, PolicyOptions o)
+      : ctx_(std::move(c)),
+        o_(o),
+        index_(IndexFor(ctx_)),
+        ledger_(index_),
+        features_(index_->space(), ctx_.workload, ctx_.chip),
+        policy_(features_, index_, ctx_.seed),
+        cost_(ctx_.seed),
+        sampler_(features_, *index_),
+        rng_(ctx_.seed) {}
+
+  ~PolicyStrategy() override { Save(); }
+
+  absl::Status Init() {
+    if (!ctx_.init_checkpoint.empty()) {
+      auto s = LoadCheckpoint(ctx_.init_checkpoint, &policy_, &cost_);
+      if (!s.ok()) return s;
+      warm_ = true;
+    }
+    if (ctx_.persist && ctx_.save_checkpoint.empty() && !ModelDirectory().empty())
+      ctx_.save_checkpoint =
+          absl::StrCat(ModelDirectory(), "/tasks/",
+                       ctx_.chip.chip_type().empty() ? "chip" : ctx_.chip.chip_type(), "/",
+                       absl::Hex(Fnv(codegen::WorkloadKey(ctx_.workload))), "-", ctx_.seed, ".pt");
+    if (!ctx_.persist) ctx_.save_checkpoint.clear();
+    sampler_.SetLogits(policy_.Logits(), policy_.LogNormalizer());
+    return absl::OkStatus();
+  }
+
+  std::string name() const override { return "policy"; }
+
+  std::vector<codegen::Config> Propose(int n) override {
+    std::vector<codegen::Config> out;
+    for (int i = 0; i < n; ++i) {
+      Row r;
+      if (!Next(&r)) break;
+      ledger_.MarkSeen(r);
+      chosen_.push_back(r);
+      old_logp_[index_->Code(r)] = sampler_.LogProb(r);
+      out.push_back(index_->ToConfig(r));
+    }
+    return out;
+  }
+
+  void Observe(const std::vector<Observation>& results) override {
+    for (const auto& o : results) {
+      Ledger::Result res;
+      size_t before = ledger_.results().size();
+      if (!ledger_.Record(o.config, o.status == v1::OK, o.median_us, &res)) continue;
+      if (ledger_.results().size() == before) continue;  // measured before
+      const uint64_t code = index_->Code(res.row);
+      x_.resize(x_.size() + kConfigFeatures);
+      features_.ConfigRow(res.row, x_.data() + x_.size() - kConfigFeatures);
+      auto lp = old_logp_.find(code);
+      samples_.push_back(
+          {res.row, lp != old_logp_.end() ? lp->second : sampler_.LogProb(res.row), 0});
+      auto pred = predicted_.find(code);
+      if (pred != predicted_.end()) {
+        recent_.push_back({pred->second, res.ok ? static_cast<float>(res.log_us) : 1e30f});
+        if (recent_.size() > 64) recent_.pop_front();
+      }
+      uint8_t any = 0;
+      for (int m = 0; m < cost_.members(); ++m)
+        any |=
+            mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
+      if (!any) mask_[mask_.size() - 1 - rng_() % cost_.members()] = 1;
+      ++since_;
+    }
+    if (since_ >= UpdateEvery()) Learn();
+    if (ctx_.persist && !ctx_.save_checkpoint.empty() &&
+        ledger_.results().size() >= saved_at_ + o_.save_every)
+      Save();
+  }
+
+  void Exclude(const codegen::Config& config) override {
+    Row r;
+    if (index_->FromConfig(config, &r)) ledger_.MarkSeen(r);
+  }
+
+ private:
+  // Learning is frequent while data is scarce and each result matters most.
+  int UpdateEvery() const {
+    size_t n = ledger_.results().size();
+    return n < 64 ? 2 : 4;
+  }
+
+  bool Next(Row* r) {
+    const int initial = warm_ ? o_.initial_warm : o_.initial;
+    if (static_cast<int>(ledger_.num_seen()) < initial)
+      return SpaceFilling(ledger_, chosen_, 64, rng_, r) || ledger_.RandomUnseen(rng_, r);
+    if (!learned_) Learn();
+    double dice = std::uniform_real_distribution<>(0, 1)(rng_);
+    if (dice < o_.explore_uniform && ledger_.RandomUnseen(rng_, r)) return true;
+    if (dice < o_.explore_uniform + o_.explore) {
+      std::vector<Row> d = sampler_.Draw(1, ledger_, rng_);
+      if (!d.empty()) {
+        *r = d[0];
+        return true;
+      }
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      while (!queue_.empty()) {
+        *r = std::move(queue_.front());
+        queue_.pop_front();
+        if (!ledger_.Seen(*r)) return true;
+      }
+      Refresh();
+    }
+    return ledger_.RandomUnseen(rng_, r);
+  }
+
+  void Learn();
+  void Refresh();
+  void Save() {
+    if (!ctx_.save_checkpoint.empty() && !ledger_.results().empty()) {
+      SaveCheckpoint(ctx_.save_checkpoint, &policy_, &cost_).IgnoreError();
+      saved_at_ = ledger_.results().size();
+    }
+  }
+  void Report(const char* name, double v) {
+    if (ctx_.metrics && std::isfinite(v)) ctx_.metrics->Report(name, v);
+  }
+
+  StrategyContext ctx_;
+  PolicyOptions o_;
+  std::shared_ptr<const SpaceIndex> index_;
+  Ledger ledger_;
+  SpaceFeatures features_;
+  PolicyNet policy_;
+  CostModel cost_;
+  Sampler sampler_;
+  std::mt19937_64 rng_;
+  bool warm_ = false, learned_ = false;
+  int since_ = 0;
+  size_t saved_at_ = 0;
+  std::vector<Row> chosen_;
+  std::vector<float> x_;       // features of every result, in ledger order
+  std::vector<uint8_t> mask_;  // results x members: which members train on which result
+  int refreshes_ = 0;
+  std::vector<PpoSample> samples_;
+  std::unordered_map<uint64_t, float> old_logp_, predicted_;
+  std::deque<std::pair<float, float>> recent_;  // (predicted, measured) for rank accuracy
+  std::deque<Row> queue_;                       // screened candidates, most promising first
+};
+
+void PolicyStrategy::Learn() {
+  learned_ = true;
+  since_ = 0;
+  const auto& results = ledger_.results();
+  std::vector<double> ok_logs;
+  for (const auto& r : results)
+    if (r.ok) ok_logs.push_back(r.log_us);
+  if (ok_logs.size() >= 2) {
+    double mean = 0, var = 0;
+    for (double v : ok_logs) mean += v / ok_logs.size();
+    for (double v : ok_logs) var += (v - mean) * (v - mean) / ok_logs.size();
+    const double sd = std::max(1e-3, std::sqrt(var));
+    std::nth_element(ok_logs.begin(), ok_logs.begin() + ok_logs.size() / 2, ok_logs.end());
+    const double median = ok_logs[ok_logs.size() / 2];
+    std::vector<float> y(results.size());
+    std::vector<uint8_t> ok(results.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      ok[i] = results[i].ok;
+      y[i] = ok[i] ? static_cast<float>((results[i].log_us - mean) / sd) : 0;
+      samples_[i].reward =
+          ok[i] ? std::clamp(static_cast<float>((median - results[i].log_us) / sd), -3.0f, 3.0f)
+                : kFailureReward;
+    }
+    cost_.Train(x_, y, ok, mask_, o_.cost_steps, rng_);
+    size_t from =
+        samples_.size() > static_cast<size_t>(o_.ppo_window) ? samples_.size() - o_.ppo_window : 0;
+    PpoStats st = policy_.Update({samples_.begin() + from, samples_.end()}, o_.ppo_epochs);
+    Report(kPolicyLoss, st.loss);
+    Report(kPolicyEntropy, st.entropy);
+    Report(kPolicyReward, st.mean_reward);
+    if (recent_.size() >= 8) {
+      int agree = 0, pairs = 0;
+      for (size_t i = 0; i < recent_.size(); ++i)
+        for (size_t j = i + 1; j < recent_.size(); ++j) {
+          if (recent_[i].second == recent_[j].second) continue;
+          ++pairs;
+          agree += (recent_[i].first < recent_[j].first) == (recent_[i].second < recent_[j].second);
+        }
+      if (pairs > 0) Report(kCostModelRankAccuracy, static_cast<double>(agree) / pairs);
+    }
+    sampler_.SetLogits(policy_.Logits(), policy_.LogNormalizer());
+  }
+  Refresh();
+}
+
+void PolicyStrategy::Refresh() {
+  // Spaces too large to enumerate pay a validity check per draw: screen smaller pools there.
+  const int shrink = index_->enumerated() ? 1 : 4;
+  std::vector<Row> pool = sampler_.Draw(o_.pool_policy / shrink, ledger_, rng_);
+  std::unordered_set<uint64_t> in_pool;
+  for (const Row& r : pool) in_pool.insert(index_->Code(r));
+  auto add = [&](const Row& r) {
+    if (!ledger_.Seen(r) && in_pool.insert(index_->Code(r)).second) pool.push_back(r);
+  };
+  std::vector<int> order;
+  for (size_t i = 0; i < ledger_.results().size(); ++i)
+    if (ledger_.results()[i].ok) order.push_back(static_cast<int>(i));
+  const int top = std::min<int>(o_.neighbours_of, order.size());
+  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int a, int b) {
+    return ledger_.results()[a].log_us < ledger_.results()[b].log_us;
+  });
+  for (int i = 0; i < top; ++i)
+    for (const Row& n : index_->Neighbours(ledger_.results()[order[i]].row)) add(n);
+  Row r;
+  for (int i = 0; i < o_.pool_uniform / shrink && ledger_.RandomUnseen(rng_, &r); ++i) add(r);
+  if (pool.empty()) return;
+  std::vector<float> x(pool.size() * kConfigFeatures);
+  for (size_t i = 0; i < pool.size(); ++i)
+    features_.ConfigRow(pool[i], x.data() + i * kConfigFeatures);
+  std::vector<float> mean, spread, fail;
+  cost_.Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
+  std::vector<std::pair<float, int>> acq(pool.size());
+  for (size_t i = 0; i < pool.size(); ++i)
+    acq[i] = {mean[i] - static_cast<float>(o_.kappa) * spread[i] +
+                  static_cast<float>(o_.fail_penalty) * fail[i],
+              static_cast<int>(i)};
+  if (o_.thompson) {
+    std::vector<float> members;
+    cost_.PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
+    const size_t m = (refreshes_++ % cost_.members()) * pool.size();
+    for (size_t i = 0; i < pool.size(); ++i)
+      acq[i].first = members[m + i] + static_cast<float>(o_.fail_penalty) * fail[i];
+  }
+  const size_t keep = std::min<size_t>(acq.size(), 32);
+  std::partial_sort(acq.begin(), acq.begin() + keep, acq.end());
+  queue_.clear();
+  for (size_t i = 0; i < keep; ++i) {
+    predicted_[index_->Code(pool[acq[i].second])] = mean[acq[i].second];
+    queue_.push_back(std::move(pool[acq[i].second]));
+  }
+}
+
+}  // namespace
+
+absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double v;
+    if (!absl::SimpleAtod(kv.second, &v))
+      return absl::InvalidArgumentError(absl::StrCat("policy option ", item, ": not a number"));
+    const std::string& k = kv.first;
+    if (k == "initial")
+      o->initial = v;
+    else if (k == "initial_warm")
+      o->initial_warm = v;
+    else if (k == "pool_policy")
+      o->pool_policy = v;
+    else if (k == "pool_uniform")
+      o->pool_uniform = v;
+    else if (k == "neighbours_of")
+      o->neighbours_of = v;
+    else if (k == "explore")
+      o->explore = v;
+    else if (k == "kappa")
+      o->kappa = v;
+    else if (k == "explore_uniform")
+      o->explore_uniform = v;
+    else if (k == "bootstrap")
+      o->bootstrap = v;
+    else if (k == "thompson")
+      o->thompson = v;
+    else if (k == "fail_penalty")
+      o->fail_penalty = v;
+    else if (k == "cost_steps")
+      o->cost_steps = v;
+    else if (k == "ppo_epochs")
+      o->ppo_epochs = v;
+    else if (k == "ppo_window")
+      o->ppo_window = v;
+    else
+      return absl::InvalidArgumentError(absl::StrCat("unknown policy option ", k));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> NewPolicyStrategy(StrategyContext context,
+                                                            PolicyOptions options) {
+  auto s = std::make_unique<PolicyStrategy>(std::move(context), options);
+  auto status = s->Init();
+  if (!status.ok()) return status;
+  return std::unique_ptr<Strategy>(std::move(s));
+}
+
+}  // namespace kiln::agent

@@ -1,0 +1,35 @@
+// The policy agent: PPO policy proposes, the cost model screens, a share is kept for exploration.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/strategy.h"
+
+namespace kiln::agent {
+
+struct PolicyOptions {
+  int initial = 10;            // space-filling trials before the models lead (cold start)
+  int initial_warm = 2;        // the same when warm-started from a checkpoint
+  int pool_policy = 384;       // policy samples screened per refresh
+  int pool_uniform = 64;       // uniform samples screened per refresh
+  int neighbours_of = 4;       // best results whose one-knob neighbourhoods are screened
+  double explore = 0.1;        // share of proposals drawn from the policy unscreened
+  double kappa = 0.5;          // screening by lower confidence bound: mean - kappa * spread
+  double explore_uniform = 0;  // share of proposals drawn uniformly at random
+  int bootstrap = 1;           // cost-model members train on bootstrap subsets of the results
+  int thompson = 0;            // screen with one member per refresh (Thompson-style) instead
+  double fail_penalty = 1.0;   // screening adds this times the predicted chance of failing
+  int cost_steps = 6;          // cost-model gradient steps per learning update
+  int ppo_epochs = 2;          // PPO passes per learning update
+  int ppo_window = 256;        // most recent observations in a PPO batch
+  int save_every = 64;         // observations between per-job checkpoint saves
+};
+// Reads overrides such as "kappa=1,explore=0.05" (for experiments; unknown keys are errors).
+absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o);
+
+absl::StatusOr<std::unique_ptr<Strategy>> NewPolicyStrategy(StrategyContext context,
+                                                            PolicyOptions options = {});
+
+}  // namespace kiln::agent

@@ -1,0 +1,155 @@
+// kiln-agent: the agent's offline tools. `kiln-agent pretrain` (also `kiln agent pretrain`)
+// trains a checkpoint from replay sets or tuning records for jobs to start from.
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/pretrain/pretrain.h"
+#include "agent/strategy.h"
+#include "hardware/replay/replay_set.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kiln-agent pretrain --data FILE... [--out PATH] [--cost-steps N] [--policy-steps N]\n"
+    "                           [--seed S]\n"
+    "  Pre-trains the policy network and cost model for transfer; a job starts from the result\n"
+    "  with --strategy policy:PATH (or policy:NAME for NAME.pt in the model directory).\n"
+    "  FILE: a Kernel Tuner cache file (JSON), Kiln tuning records (JSON Lines of\n"
+    "  kiln.v1.TuningRecord, or {\"records\": [...]}), or a coordinator's SQLite store (*.db),\n"
+    "  whose records train one set per workload and chip type.\n"
+    "  --out defaults to $KILN_MODEL_DIR/pretrained.pt.\n";
+
+using kiln::hardware::ReplaySet;
+
+absl::StatusOr<std::vector<std::shared_ptr<const ReplaySet>>> FromStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    std::string err = db ? sqlite3_errmsg(db) : "cannot open";
+    sqlite3_close(db);
+    return absl::NotFoundError(absl::StrCat(path, ": ", err));
+  }
+  sqlite3_stmt* st = nullptr;
+  std::vector<kiln::v1::TuningRecord> records;
+  absl::Status status;
+  if (sqlite3_prepare_v2(db, "SELECT body FROM records", -1, &st, nullptr) != SQLITE_OK) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a Kiln store (", sqlite3_errmsg(db), ")"));
+  } else {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      kiln::v1::TuningRecord r;
+      if (r.ParseFromArray(sqlite3_column_blob(st, 0), sqlite3_column_bytes(st, 0)))
+        records.push_back(std::move(r));
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (!status.ok()) return status;
+  return kiln::hardware::SetsFromRecords(records, 16);
+}
+
+kiln::agent::TrainingSet ToTrainingSet(const ReplaySet& set) {
+  kiln::agent::TrainingSet t;
+  t.name = set.name;
+  for (const auto& k : set.knobs) t.space.AddKnob(k.name, k.values);
+  t.workload = set.Workload();
+  t.chip = set.Chip();
+  for (const auto& e : set.entries) {
+    t.configs.push_back(set.ConfigOf(e));
+    t.median_us.push_back(e.status == kiln::v1::OK ? e.median_us : 0);
+  }
+  return t;
+}
+
+int Pretrain(const std::vector<std::string>& args) {
+  std::vector<std::string> data;
+  std::string out;
+  kiln::agent::PretrainOptions o;
+  bool in_data = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto number = [&](auto* dst) {
+      if (i + 1 >= args.size() || !absl::SimpleAtoi(args[++i], dst) || *dst < 0) {
+        std::fprintf(stderr, "kiln-agent pretrain: %s needs a non-negative number\n", a.c_str());
+        std::exit(2);
+      }
+    };
+    if (a == "--data") {
+      in_data = true;
+      continue;
+    }
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--out" && i + 1 < args.size()) {
+      out = args[++i];
+    } else if (a == "--cost-steps") {
+      number(&o.cost_steps);
+    } else if (a == "--policy-steps") {
+      number(&o.policy_steps);
+    } else if (a == "--seed") {
+      number(&o.seed);
+    } else if (in_data && !absl::StartsWith(a, "--")) {
+      data.push_back(a);
+      continue;
+    } else {
+      std::fprintf(stderr, "kiln-agent pretrain: unexpected %s\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    in_data = false;
+  }
+  if (data.empty()) {
+    std::fprintf(stderr, "kiln-agent pretrain: --data needs at least one file\n%s", kUsage);
+    return 2;
+  }
+  if (out.empty()) {
+    if (kiln::agent::ModelDirectory().empty()) {
+      std::fprintf(stderr, "kiln-agent pretrain: give --out PATH (or set $KILN_MODEL_DIR)\n");
+      return 2;
+    }
+    out = kiln::agent::ModelDirectory() + "/pretrained.pt";
+  }
+  std::vector<kiln::agent::TrainingSet> sets;
+  for (const auto& path : data) {
+    auto loaded = absl::EndsWith(path, ".db")
+                      ? FromStore(path)
+                      : [&]() -> absl::StatusOr<std::vector<std::shared_ptr<const ReplaySet>>> {
+      auto s = kiln::hardware::LoadReplaySet(path);
+      if (!s.ok()) return s.status();
+      return std::vector<std::shared_ptr<const ReplaySet>>{*s};
+    }();
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "kiln-agent pretrain: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return 1;
+    }
+    for (const auto& s : *loaded) sets.push_back(ToTrainingSet(*s));
+  }
+  auto status = kiln::agent::Pretrain(sets, o, out, &std::cerr);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kiln-agent pretrain: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "pretrain") return Pretrain({args.begin() + 1, args.end()});
+  std::fprintf(stderr, "kiln-agent: unknown command %s\n%s", args[0].c_str(), kUsage);
+  return 2;
+}

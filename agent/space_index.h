@@ -1,0 +1,87 @@
+// Valid configurations of a knob space as rows of value indices: lookup, neighbours, sampling.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/knob_space.h"
+
+namespace kiln::agent {
+
+using Row = std::vector<int32_t>;  // one value index per knob, in the space's knob order
+
+class SpaceIndex {
+ public:
+  // Enumerates the valid configurations when the Cartesian product has at most `enumerate_limit`
+  // points, or takes them from `valid` when given (a replay set's recorded configurations).
+  static std::shared_ptr<const SpaceIndex> Build(const codegen::KnobSpace& space,
+                                                 const std::vector<codegen::Config>* valid,
+                                                 uint64_t enumerate_limit = 1 << 20);
+
+  const codegen::KnobSpace& space() const { return space_; }
+  int num_knobs() const { return static_cast<int>(sizes_.size()); }
+  const std::vector<int>& sizes() const { return sizes_; }
+  // True when rows() holds every valid configuration; otherwise validity is checked on demand.
+  bool enumerated() const { return enumerated_; }
+  const std::vector<Row>& rows() const { return rows_; }
+
+  uint64_t Code(const Row& r) const;  // unique per row (mixed radix, or a 64-bit hash)
+  int Find(const Row& r) const;       // position in rows(), or -1
+  bool IsValid(const Row& r) const;
+  codegen::Config ToConfig(const Row& r) const;
+  bool FromConfig(const codegen::Config& c, Row* r) const;  // false when off the domains
+
+  // Valid rows that differ from `r` in exactly one knob.
+  std::vector<Row> Neighbours(const Row& r) const;
+  // A valid row drawn uniformly (rejection sampling when not enumerated); false if none found.
+  bool SampleUniform(std::mt19937_64& rng, Row* out) const;
+
+ private:
+  bool IsSparse() const;  // too few valid points for rejection sampling
+  void EnumerateAll();
+  codegen::KnobSpace space_;
+  std::vector<int> sizes_;
+  bool enumerated_ = false;
+  bool radix_fits_ = true;
+  std::vector<Row> rows_;
+  std::unordered_map<uint64_t, int> by_code_;
+};
+
+// Bookkeeping every strategy shares: what was proposed, what was measured, the best so far.
+class Ledger {
+ public:
+  explicit Ledger(std::shared_ptr<const SpaceIndex> index) : index_(std::move(index)) {}
+  const SpaceIndex& index() const { return *index_; }
+  bool Seen(const Row& r) const { return seen_.count(index_->Code(r)) > 0; }
+  void MarkSeen(const Row& r) { seen_.insert({index_->Code(r), -1}); }
+  size_t num_seen() const { return seen_.size(); }
+  // Records a result; returns false when the config is not in the space. `log_us` is the log of
+  // the median for OK results; failures are stored with ok=false.
+  struct Result {
+    Row row;
+    bool ok = false;
+    double log_us = 0;
+  };
+  bool Record(const codegen::Config& c, bool ok, double median_us, Result* out = nullptr);
+  const std::vector<Result>& results() const { return results_; }
+  // Result for a row measured before, or nullptr.
+  const Result* Lookup(const Row& r) const;
+  // A valid configuration not proposed yet, drawn uniformly; false when none is left (or none
+  // is found in a space too large to enumerate).
+  bool RandomUnseen(std::mt19937_64& rng, Row* out) const;
+  double best_log_us() const { return best_; }
+  int best_result() const { return best_at_; }
+
+ private:
+  std::shared_ptr<const SpaceIndex> index_;
+  std::unordered_map<uint64_t, int> seen_;  // code -> result position, -1 when only proposed
+  std::vector<Result> results_;
+  double best_ = 1e300;
+  int best_at_ = -1;
+};
+
+}  // namespace kiln::agent

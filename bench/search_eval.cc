@@ -1,0 +1,130 @@
+#include "bench/search_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "agent/strategy.h"
+
+namespace kiln::bench {
+
+constexpr double kTarget = 0.95;
+
+// CPU time of the calling thread: the agent's own cost, unaffected by other load on the machine.
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+absl::StatusOr<Space> PrepareSpace(const std::string& path) {
+  auto set = hardware::LoadReplaySet(path);
+  if (!set.ok()) return set.status();
+  Space s;
+  s.path = path;
+  s.set = *set;
+  std::vector<codegen::Config> configs = s.set->Configs();
+  s.index = agent::SpaceIndex::Build(s.set->Space(), &configs);
+  s.best_us = s.set->BestUs();
+  if (!std::isfinite(s.best_us))
+    return absl::InvalidArgumentError(path + ": no configuration was measured successfully");
+  s.worst_us = s.best_us;
+  for (const auto& e : s.set->entries)
+    if (e.status == v1::OK) s.worst_us = std::max(s.worst_us, e.median_us);
+  for (const auto& e : s.set->entries)
+    s.sorted_us.push_back(e.status == v1::OK ? e.median_us : s.worst_us);
+  std::sort(s.sorted_us.begin(), s.sorted_us.end());
+  s.good = s.set->CountWithin(kTarget);
+  return s;
+}
+
+absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, uint64_t seed,
+                              int budget, int keep_going, const std::string& checkpoint) {
+  agent::StrategyContext ctx;
+  ctx.space = space.index->space();
+  ctx.workload = space.set->Workload();
+  ctx.chip = space.set->Chip();
+  ctx.seed = seed;
+  ctx.index = space.index;
+  ctx.init_checkpoint = checkpoint;
+  double t0 = CpuSeconds();
+  auto s = agent::NewStrategy(strategy, std::move(ctx));
+  if (!s.ok()) return s.status();
+  Trace tr;
+  tr.agent_seconds = CpuSeconds() - t0;
+  double best = space.worst_us;
+  const double target = space.best_us / kTarget;
+  for (int t = 1; t <= budget; ++t) {
+    double start = CpuSeconds();
+    std::vector<codegen::Config> c = (*s)->Propose(1);
+    tr.agent_seconds += CpuSeconds() - start;
+    if (c.empty()) break;
+    const hardware::ReplayEntry* e = space.set->Find(c[0]);
+    if (!e) return absl::InternalError("strategy proposed a configuration outside the set");
+    agent::Observation o{c[0], e->status, e->median_us};
+    start = CpuSeconds();
+    (*s)->Observe({o});
+    tr.agent_seconds += CpuSeconds() - start;
+    if (e->status == v1::OK) best = std::min(best, e->median_us);
+    tr.best_us.push_back(best);
+    if (tr.trials_to_target < 0 && best <= target * (1 + 1e-12)) tr.trials_to_target = t;
+    if (tr.trials_to_target > 0 && t >= keep_going) break;
+  }
+  return tr;
+}
+
+double RandomExpectedTrials(int n, int good) { return (n + 1.0) / (good + 1.0); }
+
+double RandomExpectedBest(const Space& space, int k) {
+  const int n = static_cast<int>(space.sorted_us.size());
+  k = std::clamp(k, 1, n);
+  // P(the best of k draws is the i-th smallest) = C(n-i, k-1) / C(n, k), i = 1..n.
+  auto log_choose = [](double a, double b) {
+    return std::lgamma(a + 1) - std::lgamma(b + 1) - std::lgamma(a - b + 1);
+  };
+  const double denom = log_choose(n, k);
+  double e = 0;
+  for (int i = 1; i <= n - k + 1; ++i)
+    e += space.sorted_us[i - 1] * std::exp(log_choose(n - i, k - 1) - denom);
+  return e;
+}
+
+namespace {
+
+// The mean best-so-far latency at trial k over runs (a run that stopped early kept its best).
+double MeanBestAt(const std::vector<Trace>& runs, int k, double worst) {
+  double sum = 0;
+  for (const auto& r : runs)
+    sum += r.best_us.empty() ? worst : r.best_us[std::min<size_t>(k, r.best_us.size()) - 1];
+  return sum / runs.size();
+}
+
+}  // namespace
+
+Summary Summarize(const Space& space, const std::vector<Trace>& runs, int budget) {
+  Summary s;
+  std::vector<double> reach;
+  double agent = 0, trials = 0;
+  for (const auto& r : runs) {
+    reach.push_back(r.trials_to_target > 0 ? r.trials_to_target : INFINITY);
+    agent += r.agent_seconds;
+    trials += r.best_us.size();
+  }
+  std::sort(reach.begin(), reach.end());
+  const size_t n = reach.size();
+  double med = n % 2 ? reach[n / 2] : (reach[n / 2 - 1] + reach[n / 2]) / 2;
+  s.median_trials = std::isfinite(med) ? med : -1;
+  s.reached_share =
+      std::count_if(reach.begin(), reach.end(), [](double x) { return std::isfinite(x); }) /
+      static_cast<double>(n);
+  s.agent_ms_per_trial = trials > 0 ? 1000 * agent / trials : 0;
+  for (auto [fraction, out] : {std::pair{0.10, &s.score_10}, std::pair{0.25, &s.score_25}}) {
+    int k = std::max(1, static_cast<int>(std::lround(fraction * budget)));
+    double random = RandomExpectedBest(space, k);
+    double mine = MeanBestAt(runs, k, space.worst_us);
+    *out = random > space.best_us ? (random - mine) / (random - space.best_us) : 1.0;
+  }
+  return s;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,188 @@
+// The policy network (PPO), the cost model (ranking) and their checkpoints.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "agent/policy/checkpoint.h"
+#include "agent/policy/cost_model.h"
+#include "agent/policy/features.h"
+#include "agent/policy/policy_net.h"
+#include "agent/policy/sampler.h"
+#include "agent/strategy.h"
+#include "gtest/gtest.h"
+
+namespace kiln::agent {
+namespace {
+
+codegen::KnobSpace Space() {
+  codegen::KnobSpace s;
+  s.AddKnob("TILE", {1, 2, 4, 8, 16});
+  s.AddKnob("VEC", {1, 2, 4});
+  s.AddKnob("UNROLL", {0, 1});
+  s.AddConstraint("TILE*VEC <= 32",
+                  [](const codegen::Config& c) { return c.at("TILE") * c.at("VEC") <= 32; });
+  return s;
+}
+
+struct Fixture {
+  codegen::KnobSpace space = Space();
+  std::shared_ptr<const SpaceIndex> index = SpaceIndex::Build(space, nullptr);
+  SpaceFeatures features{space, v1::Workload(), v1::ChipFingerprint()};
+};
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + std::to_string(::getpid());
+}
+
+TEST(PolicyNet, MaskedDistributionSumsToOneOverValidConfigs) {
+  Fixture f;
+  PolicyNet p(f.features, f.index, 1);
+  std::vector<float> lp = p.LogProb(f.index->rows());
+  double total = 0;
+  for (float v : lp) total += std::exp(v);
+  EXPECT_NEAR(total, 1.0, 1e-4);
+  EXPECT_EQ(f.index->rows().size(), 28u);  // 30 points; TILE=16 with VEC=4 breaks the rule
+}
+
+TEST(PolicyNet, PpoUpdateLowersTheLossOnAFixedBatch) {
+  Fixture f;
+  PolicyNet p(f.features, f.index, 2);
+  std::mt19937_64 rng(3);
+  std::vector<PpoSample> batch;
+  std::vector<float> lp = p.LogProb(f.index->rows());
+  for (size_t i = 0; i < f.index->rows().size(); ++i) {
+    const Row& r = f.index->rows()[i];
+    batch.push_back({r, lp[i], r[0] == 3 && r[1] == 1 ? 2.0f : -0.5f + 0.1f * r[2]});
+  }
+  double before = p.Loss(batch);
+  PpoStats first = p.Update(batch, 1);
+  EXPECT_NEAR(first.loss, before, 1e-4);  // the first epoch sees the same parameters
+  p.Update(batch, 30);
+  EXPECT_LT(p.Loss(batch), before - 0.05);
+  // And the rewarded configuration became more likely.
+  Row best{3, 1, 0};
+  EXPECT_GT(p.LogProb({best})[0], lp[f.index->Find(best)]);
+}
+
+TEST(CostModel, LearnsARankingOfASmallSpace) {
+  Fixture f;
+  CostModel m(4);
+  std::mt19937_64 rng(5);
+  std::vector<float> x, y;
+  std::vector<uint8_t> ok;
+  for (const Row& r : f.index->rows()) {
+    x.resize(x.size() + kConfigFeatures);
+    f.features.ConfigRow(r, x.data() + x.size() - kConfigFeatures);
+    y.push_back(std::abs(r[0] - 3) + 0.5f * std::abs(r[1] - 1) - 0.3f * r[2]);
+    ok.push_back(1);
+  }
+  for (int i = 0; i < 40; ++i) m.Train(x, y, ok, {}, 10, rng);
+  std::vector<float> mean, spread;
+  m.Predict(x.data(), static_cast<int>(y.size()), &mean, &spread);
+  int agree = 0, pairs = 0;
+  for (size_t i = 0; i < y.size(); ++i)
+    for (size_t j = i + 1; j < y.size(); ++j)
+      if (y[i] != y[j]) ++pairs, agree += (y[i] < y[j]) == (mean[i] < mean[j]);
+  EXPECT_GT(static_cast<double>(agree) / pairs, 0.9);
+}
+
+TEST(Checkpoint, RoundTripReproducesBothModels) {
+  Fixture f;
+  PolicyNet p(f.features, f.index, 7);
+  CostModel m(7);
+  std::mt19937_64 rng(1);
+  std::vector<PpoSample> batch;
+  for (const Row& r : f.index->rows()) batch.push_back({r, -3, r[0] * 0.5f});
+  p.Update(batch, 5);
+  std::vector<float> x(kConfigFeatures * 3);
+  for (int i = 0; i < 3; ++i)
+    f.features.ConfigRow(f.index->rows()[i], x.data() + i * kConfigFeatures);
+  m.Train(x, {0.f, 1.f, 2.f}, {1, 1, 0}, {}, 5, rng);
+
+  const std::string path = TempPath("ckpt");
+  ASSERT_TRUE(SaveCheckpoint(path, &p, &m).ok());
+  PolicyNet p2(f.features, f.index, 99);
+  CostModel m2(99);
+  ASSERT_TRUE(LoadCheckpoint(path, &p2, &m2).ok());
+  EXPECT_EQ(p.Logits(), p2.Logits());
+  std::vector<float> a, b, sa, sb;
+  m.Predict(x.data(), 3, &a, &sa);
+  m2.Predict(x.data(), 3, &b, &sb);
+  EXPECT_EQ(a, b);
+
+  // Another space (different knobs) takes the shared weights but not the per-space offsets.
+  codegen::KnobSpace other;
+  other.AddKnob("X", {1, 2, 3, 4, 5, 6, 7});
+  auto oi = SpaceIndex::Build(other, nullptr);
+  SpaceFeatures of(other, v1::Workload(), v1::ChipFingerprint());
+  PolicyNet p3(of, oi, 3);
+  EXPECT_TRUE(LoadCheckpoint(path, &p3, nullptr).ok());
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, DamagedOrMissingFilesAreErrorsNotCrashes) {
+  Fixture f;
+  PolicyNet p(f.features, f.index, 1);
+  CostModel m(1);
+  EXPECT_EQ(LoadCheckpoint("/nonexistent/x.pt", &p, &m).code(), absl::StatusCode::kNotFound);
+  const std::string path = TempPath("junk");
+  std::ofstream(path) << "not a checkpoint";
+  auto s = LoadCheckpoint(path, &p, &m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(PolicyStrategy, WarmStartsFromACheckpointAndSavesPerTask) {
+  const std::string dir = TempPath("models");
+  StrategyContext c;
+  c.space = Space();
+  c.seed = 3;
+  c.save_checkpoint = dir + "/task.pt";
+  {
+    auto s = NewStrategy("policy", c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (int i = 0; i < 20; ++i) {
+      auto p = (*s)->Propose(1);
+      ASSERT_EQ(p.size(), 1u);
+      (*s)->Observe({{p[0], v1::OK, 1.0 + p[0].at("TILE")}});
+    }
+  }  // saved when the strategy goes away
+  c.save_checkpoint.clear();
+  c.persist = false;
+  auto warm = NewStrategy("policy:" + dir + "/task.pt", c);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ((*warm)->Propose(1).size(), 1u);
+  EXPECT_FALSE(NewStrategy("policy:" + dir + "/absent.pt", c).ok());
+  std::remove((dir + "/task.pt").c_str());
+}
+
+class Recorder : public AgentMetrics {
+ public:
+  void Report(const std::string& name, double value) override { seen[name] = value; }
+  std::map<std::string, double> seen;
+};
+
+TEST(PolicyStrategy, ReportsItsMetrics) {
+  auto sink = std::make_shared<Recorder>();
+  StrategyContext c;
+  c.space = Space();
+  c.seed = 1;
+  c.persist = false;
+  c.metrics = sink;
+  auto s = NewStrategy("policy", c);
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 24; ++i) {
+    auto p = (*s)->Propose(1);
+    ASSERT_EQ(p.size(), 1u);
+    (*s)->Observe({{p[0], v1::OK, 1.0 + p[0].at("TILE") + p[0].at("VEC")}});
+  }
+  for (const char* name : {kPolicyLoss, kPolicyEntropy, kPolicyReward, kCostModelRankAccuracy})
+    EXPECT_TRUE(sink->seen.count(name)) << name;
+  EXPECT_GE(sink->seen[kCostModelRankAccuracy], 0);
+  EXPECT_LE(sink->seen[kCostModelRankAccuracy], 1);
+}
+
+}  // namespace
+}  // namespace kiln::agent
