@@ -7,15 +7,23 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/cpu/op_templates.h"
 #include "codegen/workload.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/gemm_harness.h"
+#include "hardware/cpu/op_harness.h"
 #include "hardware/cpu/toolchain.h"
+#include "hardware/cpu/torch_baseline/torch_ops.h"
 
 namespace kiln::hardware {
 namespace {
 
 using KernelEntry = void (*)(int, int, int, const float*, const float*, float*);
+
+bool PlainGemm(const v1::Workload& w) {
+  return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
+         w.epilogue().empty();
+}
 
 v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
   v1::Measurement m;
@@ -36,8 +44,7 @@ class CpuDevice final : public Device {
   const v1::ChipFingerprint& Fingerprint() const override { return fp_; }
 
   bool Supports(const v1::Workload& w) const override {
-    return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
-           w.epilogue().empty() && codegen::ValidateWorkload(w).ok();
+    return codegen::ValidateWorkload(w).ok() && codegen::FindTemplate(w, "cpu").ok();
   }
 
   absl::StatusOr<CompiledKernel> Compile(const codegen::Kernel& kernel) override {
@@ -79,6 +86,13 @@ class CpuDevice final : public Device {
       return Failed(v1::COMPILE_ERROR,
                     absl::StrCat("entry '", kernel.entry, "' not found in ", kernel.artifact));
     }
+    if (kernel.entry == codegen::kCpuOpEntry) {  // the model operators' uniform ABI
+      auto op = reinterpret_cast<codegen::CpuOpFn>(reinterpret_cast<void*>(entry));
+      v1::Measurement m = MeasureOp(w, op, fp_, opts);
+      m.set_compile_seconds(kernel.compile_seconds);
+      dlclose(handle);
+      return m;
+    }
     // A kernel that exports a prepack takes its weights packed ahead of time.
     auto floats = reinterpret_cast<long (*)(int, int)>(dlsym(handle, "kiln_gemm_prepack_floats"));
     auto pack = reinterpret_cast<void (*)(int, int, const float*, float*)>(
@@ -90,12 +104,26 @@ class CpuDevice final : public Device {
     return m;
   }
 
-  std::string BaselineName(const v1::Workload& w) const override { return "openblas-sgemm"; }
+  std::string BaselineName(const v1::Workload& w) const override {
+    return PlainGemm(w) ? "openblas-sgemm" : torch_baseline::Name();
+  }
 
   v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) override {
     if (!Supports(w))
       return Failed(v1::UNSUPPORTED,
                     absl::StrCat("cpu device does not run ", codegen::WorkloadKey(w)));
+    if (!PlainGemm(w)) {  // model operators: the same operator in LibTorch eager
+      torch_baseline::SetThreads(fp_.cores());
+      absl::Status failed;
+      v1::Measurement m = MeasureOp(
+          w,
+          [&](const long long* d, void* const* a, const float* p) {
+            if (failed.ok()) failed = torch_baseline::RunOp(w, d, a, p);
+          },
+          fp_, opts);
+      if (!failed.ok()) return Failed(v1::CRASHED, std::string(failed.message()));
+      return m;
+    }
     auto sgemm = [](int M, int N, int K, const float* A, const float* B, float* C) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
     };

@@ -1,0 +1,130 @@
+#include "codegen/cpu/model_graph.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::codegen {
+namespace {
+
+v1::Workload W(v1::OpKind op, std::initializer_list<std::pair<const char*, int64_t>> dims,
+               v1::DType dtype = v1::FP32, const std::string& epilogue = "") {
+  v1::Workload w;
+  w.set_op(op);
+  w.set_dtype(dtype);
+  w.set_epilogue(epilogue);
+  for (const auto& [k, v] : dims) (*w.mutable_dims())[k] = v;
+  return w;
+}
+
+v1::Workload Gemm(int64_t m, int64_t n, int64_t k, v1::DType dtype, const std::string& epi = "") {
+  return W(v1::GEMM, {{"M", m}, {"N", n}, {"K", k}}, dtype, epi);
+}
+
+int64_t Dim(const v1::Workload& w, const char* d) {
+  auto it = w.dims().find(d);
+  return it == w.dims().end() ? 0 : it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& a, const std::string& phase,
+                                         int batch, int context, int prefill_tokens,
+                                         v1::DType dtype) {
+  const bool prefill = phase == "prefill";
+  if (!prefill && phase != "decode" && !phase.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("phase: expected decode or prefill, got '", phase, "'"));
+  if (batch < 1) return absl::InvalidArgumentError("batch: must be >= 1");
+  if (!prefill && context < 1) return absl::InvalidArgumentError("context: must be >= 1");
+  if (prefill && prefill_tokens < 1)
+    return absl::InvalidArgumentError("prefill_tokens: must be >= 1 for a prefill job");
+  const int64_t B = batch, S = prefill ? prefill_tokens : 1, T = B * S;
+  const int64_t hid = a.hidden();
+  StepGraph g;
+  g.layers = a.layers();
+  g.tokens = static_cast<int>(T);
+  auto add = [&](const char* role, v1::Workload w) { g.layer.push_back({role, std::move(w)}); };
+  auto rms = [&](int64_t d) { return W(v1::RMSNORM, {{"T", T}, {"D", d}}); };
+  if (a.family() == "llama" || a.family() == "mixtral") {
+    const int64_t H = a.heads(), KV = a.kv_heads(), hd = a.head_dim(), F = a.intermediate();
+    const std::string bias = a.qkv_bias() ? "bias" : "";
+    add("input_norm", rms(hid));
+    add("q_proj", Gemm(T, H * hd, hid, dtype, bias));
+    add("k_proj", Gemm(T, KV * hd, hid, dtype, bias));
+    add("v_proj", Gemm(T, KV * hd, hid, dtype, bias));
+    add("rope_q", W(v1::ROPE, {{"T", T}, {"H", H}, {"D", hd}}));
+    add("rope_k", W(v1::ROPE, {{"T", T}, {"H", KV}, {"D", hd}}));
+    if (prefill)
+      add("attention",
+          W(v1::ATTENTION_PREFILL, {{"B", B}, {"H", H}, {"KVH", KV}, {"D", hd}, {"S", S}}));
+    else
+      add("attention",
+          W(v1::ATTENTION_DECODE, {{"B", B}, {"H", H}, {"KVH", KV}, {"D", hd}, {"L", context}}));
+    add("o_proj", Gemm(T, hid, H * hd, dtype, "residual"));
+    add("post_norm", rms(hid));
+    if (a.family() == "llama") {
+      add("gate_proj", Gemm(T, F, hid, dtype));
+      add("up_proj", Gemm(T, F, hid, dtype));
+      add("swiglu", W(v1::SWIGLU, {{"T", T}, {"F", F}}));
+      add("down_proj", Gemm(T, hid, F, dtype, "residual"));
+    } else {
+      const int64_t E = a.experts(), K = a.experts_per_token();
+      add("router", W(v1::MOE_ROUTER, {{"T", T}, {"D", hid}, {"E", E}, {"TOPK", K}}));
+      auto moe = [&](int64_t n, int64_t k) {
+        return W(v1::MOE_GEMM, {{"T", T}, {"E", E}, {"TOPK", K}, {"N", n}, {"K", k}}, dtype);
+      };
+      add("moe_gate", moe(F, hid));
+      add("moe_up", moe(F, hid));
+      add("swiglu", W(v1::SWIGLU, {{"T", T * K}, {"F", F}}));
+      add("moe_down", moe(hid, F));
+    }
+  } else if (a.family() == "mamba") {
+    const int64_t di = a.d_inner(), ds = a.d_state(), r = a.dt_rank();
+    add("input_norm", rms(hid));
+    add("in_proj", Gemm(T, 2 * di, hid, dtype));
+    add("conv1d", W(v1::CONV1D, {{"B", B}, {"T", S}, {"D", di}, {"W", a.d_conv()}}));
+    add("x_proj", Gemm(T, r + 2 * ds, di, dtype));
+    add("dt_proj", Gemm(T, di, r, dtype, "bias"));
+    add("ssm_scan", W(v1::SSM_SCAN, {{"B", B}, {"T", S}, {"D", di}, {"S", ds}}));
+    add("out_proj", Gemm(T, hid, di, dtype, "residual"));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.family: unknown architecture family '", a.family(), "'"));
+  }
+  // The head runs on the last position of each sequence only.
+  g.tail.push_back({"final_norm", W(v1::RMSNORM, {{"T", B}, {"D", hid}})});
+  g.tail.push_back({"lm_head", Gemm(B, a.vocab(), hid, dtype)});
+  g.tail.push_back({"probs", W(v1::SOFTMAX, {{"T", B}, {"N", a.vocab()}})});
+  return g;
+}
+
+int64_t GraphParameters(const v1::ModelArch& a, const StepGraph& g) {
+  auto params = [&](const StepOp& op, bool tail) -> int64_t {
+    const v1::Workload& w = op.workload;
+    switch (w.op()) {
+      case v1::GEMM: {
+        if (op.role == "lm_head") return Dim(w, "K") * Dim(w, "N");
+        return Dim(w, "K") * Dim(w, "N") + (w.epilogue() == "bias" ? Dim(w, "N") : 0);
+      }
+      case v1::RMSNORM:
+        return Dim(w, "D");
+      case v1::MOE_ROUTER:
+        return Dim(w, "D") * Dim(w, "E");
+      case v1::MOE_GEMM:
+        return Dim(w, "E") * Dim(w, "K") * Dim(w, "N");
+      case v1::CONV1D:
+        return Dim(w, "D") * (Dim(w, "W") + 1);
+      case v1::SSM_SCAN:
+        return Dim(w, "D") * (Dim(w, "S") + 1);  // A and the skip D
+      default:
+        return 0;
+    }
+  };
+  int64_t n = 0;
+  for (const auto& op : g.layer) n += params(op, false) * g.layers;
+  for (const auto& op : g.tail) n += params(op, true);
+  // The embedding table: shared with the head when tied, its own parameters otherwise.
+  if (!a.tie_embeddings()) n += static_cast<int64_t>(a.vocab()) * a.hidden();
+  return n;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,37 @@
+// A model step as an ordered list of operator invocations: shared by the planner (which turns it
+// into tasks with multiplicities) and the CPU step runner (which executes it on real buffers).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::codegen {
+
+// One operator invocation of the step. `role` says what it computes ("q_proj", "rope_k",
+// "moe_down", ...), which is what the step runner wires buffers by.
+struct StepOp {
+  std::string role;
+  v1::Workload workload;
+};
+
+struct StepGraph {
+  std::vector<StepOp> layer;  // run once per layer, in order
+  std::vector<StepOp> tail;   // run once per step after the layers (final norm, head, softmax)
+  int layers = 0;
+  int tokens = 0;  // tokens produced (decode: batch) or consumed (prefill) per step
+};
+
+// Decode: `batch` sequences, each attending over `context` positions (the new one included).
+// Prefill: `batch` sequences of `prefill_tokens`. dtype: weights of gemm and moe_gemm.
+absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& arch, const std::string& phase,
+                                         int batch, int context, int prefill_tokens,
+                                         v1::DType dtype);
+
+// Parameters held by the graph's operators (GEMM weights and biases, norms, conv, SSM, router)
+// plus the embedding table when it is not tied to the head: the model's parameter count.
+int64_t GraphParameters(const v1::ModelArch& arch, const StepGraph& graph);
+
+}  // namespace kiln::codegen

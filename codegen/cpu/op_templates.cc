@@ -1,0 +1,222 @@
+#include "codegen/cpu/op_templates.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/cpu/op_sources.h"  // generated: kKilnCpu*Source
+#include "codegen/workload.h"
+
+namespace kiln::codegen {
+namespace {
+
+int64_t Dim(const v1::Workload& w, const char* name) {
+  auto it = w.dims().find(name);
+  return it == w.dims().end() ? 1 : std::max<int64_t>(1, it->second);
+}
+
+// Thread counts 1, 2, 4, ..., cores. `all_first`: the safe default (first value) is every core,
+// for operators that stream enough memory to need them; otherwise one thread, for the small
+// element-wise operators of a decode step, where waking a team costs more than it saves.
+// (Every template hands out work items dynamically, so a thread that a co-tenant process
+// preempts does not hold the others up.)
+std::vector<int64_t> Threads(const ChipTraits& chip, bool all_first = true) {
+  std::vector<int64_t> t;
+  for (int64_t n = 1; n < chip.cores; n *= 2) t.push_back(n);
+  t.push_back(std::max(1, chip.cores));
+  if (all_first) std::reverse(t.begin(), t.end());
+  return t;
+}
+
+// The smallest value of `domain` >= extent (or the largest), so block knobs never oversize.
+bool NotOversized(const std::vector<int64_t>& domain, int64_t v, int64_t extent) {
+  if (v <= extent) return true;
+  int64_t smallest = domain.back();
+  for (int64_t d : domain)
+    if (d >= extent) smallest = std::min(smallest, d);
+  return v == smallest;
+}
+
+bool IsFp32(const v1::Workload& w) { return w.dtype() == v1::FP32 || w.dtype() == 0; }
+
+struct OpDef {
+  std::string name;
+  v1::OpKind op;
+  const char* source;
+  std::function<bool(const v1::Workload&)> supports;  // beyond op, dtype and validation
+  std::function<void(const v1::Workload&, const ChipTraits&, KnobSpace&)> knobs;
+  // Compile-time constants that follow from the workload, not knobs.
+  std::function<std::vector<std::pair<std::string, int64_t>>(const v1::Workload&)> fixed;
+};
+
+int64_t EpilogueCode(const std::string& e) {
+  if (e.empty()) return 0;
+  if (e == "bias") return 1;
+  if (e == "silu") return 2;
+  if (e == "gelu") return 3;
+  if (e == "residual") return 4;
+  return -1;
+}
+
+void StreamingGemmKnobs(int64_t rows, int64_t n, const ChipTraits& chip, KnobSpace& s) {
+  const std::vector<int64_t> mr = {1, 2, 4, 8}, nb = {256, 512, 1024, 128, 64};
+  s.AddKnob("NT", Threads(chip), "threads over column blocks");
+  s.AddKnob("NB", nb, "columns per block (one thread's unit of work, accumulated in L1)");
+  s.AddKnob("KU", {4, 2, 8, 1}, "rows of weights streamed per pass");
+  s.AddKnob("MR", mr, "rows of activations per pass over the weights");
+  s.AddConstraint(absl::StrCat("MR <= rows=", rows, " or the smallest MR >= rows"),
+                  [=](const Config& c) { return NotOversized(mr, c.at("MR"), rows); });
+  s.AddConstraint(absl::StrCat("NB <= N=", n, " or the smallest NB >= N"),
+                  [=](const Config& c) { return NotOversized(nb, c.at("NB"), n); });
+}
+
+std::vector<OpDef> Defs() {
+  auto none = [](const v1::Workload&) { return std::vector<std::pair<std::string, int64_t>>{}; };
+  auto plain = [](const v1::Workload& w) { return IsFp32(w) && w.epilogue().empty(); };
+  std::vector<OpDef> d;
+  d.push_back({"cpu-gemm-epilogue", v1::GEMM, kKilnCpuGemmEpilogueSource,
+               [](const v1::Workload& w) {
+                 return EpilogueCode(w.epilogue()) >= 0 && (w.dtype() == v1::BF16 || IsFp32(w));
+               },
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 StreamingGemmKnobs(Dim(w, "M"), Dim(w, "N"), c, s);
+                 if (w.dtype() == v1::BF16)
+                   s.AddKnob(
+                       "DOT", {0, 1},
+                       "1: AVX512-BF16 dot products (activations rounded to bf16) where the chip "
+                       "has them; 0: widen bf16 weights to fp32 and FMA");
+               },
+               [](const v1::Workload& w) {
+                 return std::vector<std::pair<std::string, int64_t>>{
+                     {"EPI", EpilogueCode(w.epilogue())}, {"WBF16", w.dtype() == v1::BF16 ? 1 : 0}};
+               }});
+  d.push_back({"cpu-rmsnorm", v1::RMSNORM, kKilnCpuRmsnormSource,
+               [](const v1::Workload& w) {
+                 return IsFp32(w) && (w.epilogue().empty() || w.epilogue() == "residual");
+               },
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over rows");
+                 s.AddKnob("VU", {2, 1, 4}, "partial sums of squares");
+               },
+               [](const v1::Workload& w) {
+                 return std::vector<std::pair<std::string, int64_t>>{
+                     {"RESIDUAL", w.epilogue() == "residual" ? 1 : 0}};
+               }});
+  d.push_back({"cpu-rope", v1::ROPE, kKilnCpuRopeSource,
+               [plain](const v1::Workload& w) { return plain(w) && Dim(w, "D") <= 1024; },
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over (token, head block)");
+                 s.AddKnob("HB", {4, 1, 2, 8, 16}, "heads sharing one cos/sin row");
+               },
+               none});
+  d.push_back({"cpu-attention-decode", v1::ATTENTION_DECODE, kKilnCpuAttentionDecodeSource, plain,
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
+                 s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
+               },
+               none});
+  d.push_back({"cpu-attention-prefill", v1::ATTENTION_PREFILL, kKilnCpuAttentionPrefillSource,
+               plain,
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c), "threads over (sequence, head, query tile)");
+                 s.AddKnob("BQ", {8, 1, 4, 16, 32}, "queries per tile");
+                 s.AddKnob("BK", {64, 16, 32, 128}, "keys per tile");
+               },
+               none});
+  d.push_back({"cpu-softmax", v1::SOFTMAX, kKilnCpuSoftmaxSource, plain,
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over rows");
+                 s.AddKnob("ONLINE", {0, 1}, "1: online max+sum pass; 0: three passes");
+               },
+               none});
+  d.push_back({"cpu-swiglu", v1::SWIGLU, kKilnCpuSwigluSource, plain,
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over chunks");
+                 s.AddKnob("CH", {4096, 1024, 16384}, "elements per chunk");
+               },
+               none});
+  d.push_back({"cpu-moe-router", v1::MOE_ROUTER, kKilnCpuMoeRouterSource,
+               [plain](const v1::Workload& w) { return plain(w) && Dim(w, "E") <= 1024; },
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over tokens");
+                 s.AddKnob("EB", {8, 4, 16}, "experts accumulated per pass over a row");
+               },
+               none});
+  d.push_back({"cpu-moe-gemm", v1::MOE_GEMM, kKilnCpuMoeGemmSource,
+               [](const v1::Workload& w) { return w.epilogue().empty(); },
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 StreamingGemmKnobs(Dim(w, "T") * Dim(w, "TOPK"), Dim(w, "N"), c, s);
+               },
+               [](const v1::Workload& w) {
+                 return std::vector<std::pair<std::string, int64_t>>{
+                     {"WBF16", w.dtype() == v1::BF16 ? 1 : 0}};
+               }});
+  d.push_back({"cpu-ssm-scan", v1::SSM_SCAN, kKilnCpuSsmScanSource, plain,
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over (sequence, channel block)");
+                 s.AddKnob("DB", {64, 16, 256}, "channels per block");
+               },
+               none});
+  d.push_back({"cpu-conv1d", v1::CONV1D, kKilnCpuConv1dSource, plain,
+               [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
+                 s.AddKnob("NT", Threads(c, false), "threads over (sequence, channel block)");
+                 s.AddKnob("DB", {256, 64, 1024}, "channels per block");
+               },
+               none});
+  return d;
+}
+
+class CpuOpTemplate final : public KernelTemplate {
+ public:
+  explicit CpuOpTemplate(OpDef def) : def_(std::move(def)) {}
+  std::string name() const override { return def_.name; }
+
+  bool Supports(const v1::Workload& w) const override {
+    return w.op() == def_.op && ValidateWorkload(w).ok() && def_.supports(w);
+  }
+
+  KnobSpace Space(const v1::Workload& w, const ChipTraits& chip) const override {
+    KnobSpace s;
+    def_.knobs(w, chip, s);
+    return s;
+  }
+
+  absl::StatusOr<Kernel> Render(const v1::Workload& w, const Config& config,
+                                const ChipTraits& chip) const override {
+    if (!Supports(w))
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), ": workload ", WorkloadKey(w), " is not supported"));
+    KnobSpace space = Space(w, chip);
+    absl::Status ok = space.Check(config);
+    if (!ok.ok()) return absl::InvalidArgumentError(absl::StrCat(name(), ": ", ok.message()));
+    Kernel k;
+    k.dialect = "cpp";
+    k.entry = kCpuOpEntry;
+    // Every operator template uses kiln_rt::ParallelFor (templates/parallel.h), prepended here.
+    k.source = absl::StrCat(kKilnCpuParallelSource, "\n#line 1 \"", name(), ".cc\"\n", def_.source);
+    for (const auto& knob : space.knobs()) k.defines.emplace_back(knob.name, config.at(knob.name));
+    for (const auto& kv : def_.fixed(w)) k.defines.push_back(kv);
+    k.defines.emplace_back("VW", chip.vector_floats);
+    return k;
+  }
+
+ private:
+  OpDef def_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates() {
+  std::vector<std::unique_ptr<KernelTemplate>> out;
+  for (auto& def : Defs()) out.push_back(std::make_unique<CpuOpTemplate>(std::move(def)));
+  return out;
+}
+
+Config SafeDefaultConfig(const KnobSpace& space) {
+  // Knob domains list their safe value first; walk the Cartesian order from there.
+  std::vector<Config> valid = space.EnumerateValid(1);
+  return valid.empty() ? Config{} : valid.front();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,27 @@
+// CPU kernel templates for the model operators (every OpKind but plain fp32 GEMM) and their ABI.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "codegen/kernel_template.h"
+
+namespace kiln::codegen {
+
+// Every template here exports one entry with one signature:
+//   extern "C" void kiln_op(const long long* dims, void* const* args, const float* params)
+// dims: the workload's dimensions in workload.cc's order (e.g. T,H,D for rope); args: the
+// operator's buffers in the order documented at the top of its template file (and in
+// docs/models.md); params: the operator's scalars (eps, rope theta, attention scale, ...).
+inline constexpr char kCpuOpEntry[] = "kiln_op";
+using CpuOpFn = void (*)(const long long* dims, void* const* args, const float* params);
+
+// One template per operator: gemm with an epilogue or bf16 weights, rmsnorm, rope,
+// attention_decode, attention_prefill, softmax, swiglu, moe_router, moe_gemm, ssm_scan, conv1d.
+std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates();
+
+// A configuration of `space` that every template here guarantees to compile and verify: the
+// first knob values made valid (used as a task's first proposal). Empty when none is valid.
+Config SafeDefaultConfig(const KnobSpace& space);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,328 @@
+#include "hardware/cpu/op_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
+#include "hardware/buffers.h"
+#include "hardware/reference/gemm_reference.h"
+#include "hardware/reference/model_ops_reference.h"
+
+namespace kiln::hardware {
+namespace {
+
+// Tolerances (relative to |ref|, or to the sum of |terms| for dot products, plus absolute).
+constexpr double kElemRtol = 2e-5, kElemAtol = 1e-6;  // norms, rope, softmax, swiglu, conv
+constexpr double kAttnRtol = 1e-4, kAttnAtol = 1e-5;  // attention, scan (exp of sums)
+constexpr double kBf16Rtol = 1e-2;                    // activations rounded to bf16 (DOT=1)
+
+const float* F(const void* p) { return static_cast<const float*>(p); }
+const int32_t* I(const void* p) { return static_cast<const int32_t*>(p); }
+const uint16_t* H(const void* p) { return static_cast<const uint16_t*>(p); }
+
+size_t N(std::initializer_list<long long> d) {
+  size_t n = 1;
+  for (long long x : d) n *= static_cast<size_t>(x);
+  return n;
+}
+
+ArgSpec In(std::string name, size_t n, Elem e = Elem::kF32, Fill f = Fill::kUniform) {
+  return {std::move(name), n, e, f};
+}
+ArgSpec Out(std::string name, size_t n) { return {std::move(name), n, Elem::kF32, Fill::kNaN}; }
+ArgSpec InOut(std::string name, size_t n) {
+  return {std::move(name), n, Elem::kF32, Fill::kUniform, true};
+}
+
+OpCheck Both(OpCheck a, OpCheck b) {
+  if (!a.ok) return a;
+  b.max_error = std::max(a.max_error, b.max_error);
+  return b;
+}
+
+}  // namespace
+
+void FillArg(const ArgSpec& spec, void* data, uint64_t seed, int experts, int topk) {
+  if (spec.fill == Fill::kNaN) {  // outputs: poisoned, so an unwritten element is caught
+    if (spec.elem == Elem::kF32) FillNaN(static_cast<float*>(data), spec.count);
+    if (spec.elem == Elem::kI32) std::fill_n(static_cast<int32_t*>(data), spec.count, -1);
+    if (spec.elem == Elem::kBF16) std::fill_n(static_cast<uint16_t*>(data), spec.count, 0xffc0);
+    return;
+  }
+  if (spec.elem == Elem::kI32) {
+    int32_t* p = static_cast<int32_t*>(data);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    auto next = [&s]() {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      return s >> 33;
+    };
+    if (spec.fill == Fill::kPositions) {
+      for (size_t i = 0; i < spec.count; ++i) p[i] = static_cast<int32_t>(next() % 4096);
+      return;
+    }
+    for (size_t t = 0; t + topk <= spec.count; t += topk)  // distinct experts per token
+      for (int k = 0; k < topk; ++k) {
+        int32_t e;
+        bool dup;
+        do {
+          e = static_cast<int32_t>(next() % experts);
+          dup = false;
+          for (int j = 0; j < k; ++j) dup = dup || p[t + j] == e;
+        } while (dup);
+        p[t + k] = e;
+      }
+    return;
+  }
+  std::vector<float> tmp;
+  float* f = static_cast<float*>(data);
+  if (spec.elem == Elem::kBF16) {
+    tmp.resize(spec.count);
+    f = tmp.data();
+  }
+  FillUniform(f, spec.count, seed);
+  if (spec.fill == Fill::kNegative)
+    for (size_t i = 0; i < spec.count; ++i) f[i] = -std::fabs(f[i]) - 1e-3f;
+  if (spec.elem == Elem::kBF16) {
+    uint16_t* h = static_cast<uint16_t*>(data);
+    for (size_t i = 0; i < spec.count; ++i) h[i] = FloatToBf16(f[i]);
+  }
+}
+
+OpCheck Compare(const std::string& what, const float* got, const double* ref, size_t n, double rtol,
+                double atol, const double* mag) {
+  OpCheck c;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double scale = mag ? mag[i] : std::fabs(ref[i]);
+    const double err = std::fabs(got[i] - ref[i]);
+    if (std::isfinite(got[i])) c.max_error = std::max(c.max_error, err / (scale + atol));
+    if (!(err <= rtol * scale + atol) && bad++ == 0) first = i;
+  }
+  if (bad == 0) {
+    c.ok = true;
+    return c;
+  }
+  if (!std::isfinite(got[first])) c.max_error = INFINITY;
+  c.message =
+      absl::StrCat("wrong result: ", what, "[", first, "] = ", got[first], ", want ", ref[first],
+                   std::isnan(got[first]) ? " (NaN: unwritten?)" : "", "; ", bad, " of ", n,
+                   " outside rtol ", rtol, " atol ", atol, "; max_error ", c.max_error);
+  return c;
+}
+
+std::vector<long long> OpDims(const v1::Workload& w) {
+  static const std::map<v1::OpKind, std::vector<const char*>> order = {
+      {v1::GEMM, {"M", "N", "K"}},
+      {v1::RMSNORM, {"T", "D"}},
+      {v1::ROPE, {"T", "H", "D"}},
+      {v1::ATTENTION_DECODE, {"B", "H", "KVH", "D", "L"}},
+      {v1::ATTENTION_PREFILL, {"B", "H", "KVH", "D", "S"}},
+      {v1::SOFTMAX, {"T", "N"}},
+      {v1::SWIGLU, {"T", "F"}},
+      {v1::MOE_ROUTER, {"T", "D", "E", "TOPK"}},
+      {v1::MOE_GEMM, {"T", "E", "TOPK", "N", "K"}},
+      {v1::SSM_SCAN, {"B", "T", "D", "S"}},
+      {v1::CONV1D, {"B", "T", "D", "W"}}};
+  std::vector<long long> dims;
+  auto it = order.find(w.op());
+  if (it == order.end()) return dims;
+  for (const char* name : it->second) {
+    auto d = w.dims().find(name);
+    dims.push_back(d == w.dims().end() ? 0 : d->second);
+  }
+  return dims;
+}
+
+absl::StatusOr<OpCase> MakeOpCase(const v1::Workload& w) {
+  auto s = codegen::ValidateWorkload(w);
+  if (!s.ok()) return s;
+  auto d = [&](const char* name) { return static_cast<long long>(w.dims().at(name)); };
+  const bool bf16 = w.dtype() == v1::BF16;
+  const std::string epi = w.epilogue();
+  OpCase c;
+  switch (w.op()) {
+    case v1::GEMM: {
+      const long long M = d("M"), Nn = d("N"), K = d("K");
+      c.dims = {M, Nn, K};
+      c.args = {In("A", N({M, K})), In("B", N({K, Nn}), bf16 ? Elem::kBF16 : Elem::kF32),
+                In("bias", Nn), In("R", N({M, Nn})), Out("C", N({M, Nn}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({M, Nn})), mag(ref.size());
+        ReferenceGemmEpilogue(M, Nn, K, F(in[0]), bf16 ? nullptr : F(in[1]),
+                              bf16 ? H(in[1]) : nullptr, F(in[2]), F(in[3]), epi, ref.data(),
+                              mag.data());
+        return Compare("C", F(out[4]), ref.data(), ref.size(), bf16 ? kBf16Rtol : kGemmRelTol, 1e-6,
+                       mag.data());
+      };
+      return c;
+    }
+    case v1::RMSNORM: {
+      const long long T = d("T"), D = d("D");
+      const bool res = epi == "residual";
+      c.dims = {T, D};
+      c.params = {1e-5f};
+      c.args = {In("x", N({T, D})), In("w", D), Out("out", N({T, D})), InOut("res", N({T, D}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<float> h(F(in[0]), F(in[0]) + N({T, D}));
+        std::vector<double> hs(h.size());
+        if (res)
+          for (size_t i = 0; i < h.size(); ++i) h[i] += F(in[3])[i], hs[i] = h[i];
+        std::vector<double> ref(h.size());
+        ReferenceRmsNormD(T, D, h.data(), F(in[1]), 1e-5f, ref.data());
+        OpCheck a = Compare("out", F(out[2]), ref.data(), ref.size(), kElemRtol, kElemAtol);
+        if (!res) return a;
+        return Both(a, Compare("res", F(out[3]), hs.data(), hs.size(), 1e-7, 0));
+      };
+      return c;
+    }
+    case v1::ROPE: {
+      const long long T = d("T"), Hh = d("H"), D = d("D");
+      c.dims = {T, Hh, D};
+      c.params = {10000.0f, 0.0f};
+      c.args = {InOut("x", N({T, Hh, D})), In("pos", T, Elem::kI32, Fill::kPositions)};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({T, Hh, D}));
+        ReferenceRope(T, Hh, D, F(in[0]), I(in[1]), 10000.0f, ref.data());
+        return Compare("x", F(out[0]), ref.data(), ref.size(), kAttnRtol, kAttnAtol);
+      };
+      return c;
+    }
+    case v1::ATTENTION_DECODE: {
+      const long long B = d("B"), Hh = d("H"), KVH = d("KVH"), D = d("D"), L = d("L");
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      c.dims = {B, Hh, KVH, D, L};
+      c.params = {scale};
+      c.args = {In("q", N({B, Hh, D})), In("k", N({B, KVH, L, D})), In("v", N({B, KVH, L, D})),
+                Out("out", N({B, Hh, D}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({B, Hh, D}));
+        ReferenceAttentionDecodeGqa(B, Hh, KVH, D, L, F(in[0]), F(in[1]), F(in[2]), scale,
+                                    ref.data());
+        return Compare("out", F(out[3]), ref.data(), ref.size(), kAttnRtol, kAttnAtol);
+      };
+      return c;
+    }
+    case v1::ATTENTION_PREFILL: {
+      const long long B = d("B"), Hh = d("H"), KVH = d("KVH"), D = d("D"), S = d("S");
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      c.dims = {B, Hh, KVH, D, S};
+      c.params = {scale};
+      c.args = {In("q", N({B, S, Hh, D})), In("k", N({B, S, KVH, D})), In("v", N({B, S, KVH, D})),
+                Out("out", N({B, S, Hh, D}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({B, S, Hh, D}));
+        ReferenceAttentionPrefill(B, Hh, KVH, D, S, F(in[0]), F(in[1]), F(in[2]), scale,
+                                  ref.data());
+        return Compare("out", F(out[3]), ref.data(), ref.size(), kAttnRtol, kAttnAtol);
+      };
+      return c;
+    }
+    case v1::SOFTMAX: {
+      const long long T = d("T"), Nn = d("N");
+      c.dims = {T, Nn};
+      c.args = {In("x", N({T, Nn})), Out("out", N({T, Nn}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({T, Nn}));
+        ReferenceSoftmaxD(T, Nn, F(in[0]), ref.data());
+        return Compare("out", F(out[1]), ref.data(), ref.size(), kElemRtol, kElemAtol);
+      };
+      return c;
+    }
+    case v1::SWIGLU: {
+      const long long T = d("T"), Ff = d("F");
+      c.dims = {T, Ff};
+      c.args = {In("gate", N({T, Ff})), In("up", N({T, Ff})), Out("out", N({T, Ff}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({T, Ff}));
+        ReferenceSwigluD(ref.size(), F(in[0]), F(in[1]), ref.data());
+        return Compare("out", F(out[2]), ref.data(), ref.size(), kElemRtol, kElemAtol);
+      };
+      return c;
+    }
+    case v1::MOE_ROUTER: {
+      const long long T = d("T"), D = d("D"), E = d("E"), K = d("TOPK");
+      c.dims = {T, D, E, K};
+      c.args = {In("x", N({T, D})),
+                In("W", N({D, E})),
+                Out("weights", N({T, K})),
+                {"experts", N({T, K}), Elem::kI32, Fill::kNaN}};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> wref(N({T, K})), probs(N({T, E}));
+        std::vector<int32_t> eref(wref.size());
+        ReferenceMoeRouter(T, D, E, K, F(in[0]), F(in[1]), wref.data(), eref.data(), probs.data());
+        for (size_t i = 0; i < eref.size(); ++i) {
+          const int32_t got = I(out[3])[i];
+          // A near-tie may pick either expert: accept any whose probability is within 1e-5.
+          if (got != eref[i] &&
+              !(got >= 0 && got < E &&
+                std::fabs(probs[i / K * E + got] - probs[i / K * E + eref[i]]) < 1e-5))
+            return OpCheck{
+                false, absl::StrCat("wrong result: experts[", i, "] = ", got, ", want ", eref[i]),
+                INFINITY};
+        }
+        return Compare("weights", F(out[2]), wref.data(), wref.size(), 1e-4, 1e-5);
+      };
+      return c;
+    }
+    case v1::MOE_GEMM: {
+      const long long T = d("T"), E = d("E"), K = d("TOPK"), Nn = d("N"), Kk = d("K");
+      c.dims = {T, E, K, Nn, Kk};
+      c.experts = E, c.topk = K;
+      c.args = {In("x", N({T, K, Kk})), In("W", N({E, Kk, Nn}), bf16 ? Elem::kBF16 : Elem::kF32),
+                In("experts", N({T, K}), Elem::kI32, Fill::kExperts), Out("y", N({T, K, Nn}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> ref(N({T, K, Nn})), mag(ref.size());
+        ReferenceMoeGemm(T, E, K, Nn, Kk, F(in[0]), bf16 ? nullptr : F(in[1]),
+                         bf16 ? H(in[1]) : nullptr, I(in[2]), ref.data(), mag.data());
+        return Compare("y", F(out[3]), ref.data(), ref.size(), bf16 ? kBf16Rtol : kGemmRelTol, 1e-6,
+                       mag.data());
+      };
+      return c;
+    }
+    case v1::SSM_SCAN: {
+      const long long B = d("B"), T = d("T"), D = d("D"), S = d("S");
+      c.dims = {B, T, D, S};
+      c.params = {1.0f};
+      c.args = {In("u", N({B, T, D})),
+                In("delta", N({B, T, D})),
+                In("A", N({D, S}), Elem::kF32, Fill::kNegative),
+                In("Bm", N({B, T, S})),
+                In("Cm", N({B, T, S})),
+                In("Dp", D),
+                In("z", N({B, T, D})),
+                InOut("h", N({B, D, S})),
+                Out("y", N({B, T, D}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> h(F(in[7]), F(in[7]) + N({B, D, S})), y(N({B, T, D}));
+        ReferenceSsmScan(B, T, D, S, F(in[0]), F(in[1]), F(in[2]), F(in[3]), F(in[4]), F(in[5]),
+                         F(in[6]), true, h.data(), y.data());
+        return Both(Compare("y", F(out[8]), y.data(), y.size(), kAttnRtol, kAttnAtol),
+                    Compare("h", F(out[7]), h.data(), h.size(), kAttnRtol, kAttnAtol));
+      };
+      return c;
+    }
+    case v1::CONV1D: {
+      const long long B = d("B"), T = d("T"), D = d("D"), W = d("W");
+      c.dims = {B, T, D, W};
+      c.params = {1.0f};
+      c.args = {In("x", N({B, T, D})), In("w", N({D, W})), In("bias", D),
+                InOut("state", N({B, W - 1, D}) + 1), Out("out", N({B, T, D}))};
+      c.check = [=](const auto& in, const auto& out) {
+        std::vector<double> st(F(in[3]), F(in[3]) + N({B, W - 1, D})), y(N({B, T, D}));
+        ReferenceConv1d(B, T, D, W, F(in[0]), F(in[1]), F(in[2]), true, st.data(), y.data());
+        return Both(Compare("out", F(out[4]), y.data(), y.size(), kElemRtol, kElemAtol),
+                    Compare("state", F(out[3]), st.data(), st.size(), 0, 0));
+      };
+      return c;
+    }
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("no verification case for ", codegen::OpName(w.op())));
+  }
+}
+
+}  // namespace kiln::hardware

@@ -1,0 +1,60 @@
+// Per-operator verification cases: the buffers an operator takes, how inputs are drawn, its
+// scalars, and the check of its outputs against the double-precision reference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::hardware {
+
+enum class Elem { kF32, kBF16, kI32 };
+// How an argument is filled before a call: uniform [-1,1), negative (-(0..1], Mamba's A),
+// positions (0..4095), distinct experts per token (< E), or NaN (outputs, verified written).
+enum class Fill { kUniform, kNegative, kPositions, kExperts, kNaN };
+
+struct ArgSpec {
+  std::string name;
+  size_t count = 0;  // elements
+  Elem elem = Elem::kF32;
+  Fill fill = Fill::kUniform;
+  bool inout = false;  // an input the operator updates in place (residual, state, rope's x)
+  size_t Bytes() const { return count * (elem == Elem::kBF16 ? 2 : 4); }
+};
+
+struct OpCheck {
+  bool ok = false;
+  std::string message;
+  double max_error = 0;
+};
+
+struct OpCase {
+  std::vector<long long> dims;  // the workload's dims in workload.cc's order
+  std::vector<float> params;    // the operator's scalars
+  std::vector<ArgSpec> args;
+  int experts = 1, topk = 1;  // for Fill::kExperts
+  // before: every argument as filled before the call; after: as the kernel left them.
+  std::function<OpCheck(const std::vector<const void*>& before,
+                        const std::vector<const void*>& after)>
+      check;
+};
+
+// The workload's dimensions in the operator ABI's order (workload.cc's convention).
+std::vector<long long> OpDims(const v1::Workload& w);
+
+// The case of a workload (any OpKind with a CPU op template). `tolerance` names the rule.
+absl::StatusOr<OpCase> MakeOpCase(const v1::Workload& w);
+
+// Fills `data` (spec.count elements) per spec.fill from `seed`; `experts`/`topk` for kExperts.
+void FillArg(const ArgSpec& spec, void* data, uint64_t seed, int experts = 1, int topk = 1);
+
+// |got - ref| <= rtol * scale + atol elementwise (scale: |ref| or the given magnitudes), every
+// element finite. Names the first bad element.
+OpCheck Compare(const std::string& what, const float* got, const double* ref, size_t n, double rtol,
+                double atol, const double* mag = nullptr);
+
+}  // namespace kiln::hardware

@@ -1,0 +1,110 @@
+#include "hardware/cpu/op_harness.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "hardware/buffers.h"
+#include "hardware/cpu/op_cases.h"
+#include "hardware/measure.h"
+
+namespace kiln::hardware {
+namespace {
+
+size_t Floats(size_t bytes) { return (bytes + 63) / 64 * 16; }  // 64-byte multiples
+
+// One arena holding every argument of a case, each 64-byte aligned.
+struct ArgSet {
+  std::vector<size_t> offsets;  // in floats
+  size_t floats = 0;
+  explicit ArgSet(const OpCase& c) {
+    for (const auto& a : c.args) {
+      offsets.push_back(floats);
+      floats += Floats(a.Bytes());
+    }
+  }
+  std::vector<void*> Pointers(float* base) const {
+    std::vector<void*> p;
+    for (size_t o : offsets) p.push_back(base + o);
+    return p;
+  }
+};
+
+void FillSet(const OpCase& c, const ArgSet& set, float* base, uint64_t seed) {
+  auto ptrs = set.Pointers(base);
+  for (size_t i = 0; i < c.args.size(); ++i)
+    FillArg(c.args[i], ptrs[i], seed * 131 + i, c.experts, c.topk);
+}
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipFingerprint& chip,
+                          const MeasureOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  v1::Measurement m;
+  auto made = MakeOpCase(w);
+  if (!made.ok()) {
+    m.set_status(v1::UNSUPPORTED);
+    m.set_message(std::string(made.status().message()));
+    return m;
+  }
+  const OpCase& c = *made;
+  const ArgSet layout(c);
+  try {
+    double max_error = 0;
+    {
+      // One set; the arguments the kernel writes are snapshot first (weights are not copied).
+      FloatBuffer after(layout.floats);
+      FillSet(c, layout, after.data(), opts.seed * 2 + 1);
+      std::vector<void*> args = layout.Pointers(after.data());
+      std::vector<void*> b = args;
+      std::vector<std::vector<char>> snapshots;
+      for (size_t i = 0; i < c.args.size(); ++i) {
+        if (!c.args[i].inout && c.args[i].fill != Fill::kNaN) continue;
+        const char* p = static_cast<const char*>(args[i]);
+        b[i] = snapshots.emplace_back(p, p + c.args[i].Bytes()).data();
+      }
+      fn(c.dims.data(), args.data(), c.params.data());
+      OpCheck check = c.check(std::vector<const void*>(b.begin(), b.end()),
+                              std::vector<const void*>(args.begin(), args.end()));
+      if (!check.ok) {
+        m.set_status(v1::WRONG_RESULT);
+        m.set_message(check.message);
+        m.set_max_error(check.max_error);
+        m.set_measure_seconds(Since(start));
+        return m;
+      }
+      max_error = check.max_error;
+    }
+    const int sets = RotatingSets(layout.floats * sizeof(float), chip, opts.warm);
+    FloatBuffer arena(layout.floats * sets);
+    FillSet(c, layout, arena.data(), opts.seed * 2 + 2);
+    for (int s = 1; s < sets; ++s)
+      std::memcpy(arena.data() + s * layout.floats, arena.data(), layout.floats * sizeof(float));
+    std::vector<std::vector<void*>> ptrs;
+    for (int s = 0; s < sets; ++s)
+      ptrs.push_back(layout.Pointers(arena.data() + s * layout.floats));
+    m = TimeRepeated([&](int s) { fn(c.dims.data(), ptrs[s].data(), c.params.data()); }, sets,
+                     opts);
+    m.set_max_error(max_error);
+  } catch (const std::bad_alloc&) {
+    m.Clear();
+    m.set_status(v1::CRASHED);
+    m.set_message(
+        absl::StrCat("out of memory allocating ", layout.floats * 4 >> 20, " MiB of buffers"));
+    return m;
+  }
+  m.set_cache_mode(opts.warm ? "warm" : "cold");
+  FillThroughput(w, &m);
+  ApplyRooflineGuard(w, chip, opts.warm, &m);
+  m.set_measure_seconds(Since(start));
+  return m;
+}
+
+}  // namespace kiln::hardware

@@ -1,0 +1,22 @@
+// Verify-then-time harness for the model operators (every op but plain fp32 GEMM, which has
+// gemm_harness): op-specific buffers, NaN-poisoned outputs, the reference check, cold timing.
+#pragma once
+
+#include <functional>
+
+#include "hardware/device.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::hardware {
+
+// The uniform operator ABI of codegen/cpu/op_templates.h.
+using OpFn = std::function<void(const long long* dims, void* const* args, const float* params)>;
+
+// Verifies `fn` on inputs from opts.seed's verification stream (outputs NaN-poisoned, in/out
+// state such as a residual or an SSM state given as inputs) against the reference, then times it
+// over rotating argument sets (cold: more than the LLC in total). WRONG_RESULT names the first
+// bad element; otherwise OK or SUSPECT (roofline guard) with samples and statistics.
+v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipFingerprint& chip,
+                          const MeasureOptions& opts);
+
+}  // namespace kiln::hardware

@@ -1,0 +1,178 @@
+#include "hardware/cpu/step_runner.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/cpu/model_graph.h"
+#include "codegen/cpu/op_templates.h"
+#include "codegen/workload.h"
+#include "common/status.h"
+#include "hardware/buffers.h"
+#include "hardware/cpu/op_cases.h"
+#include "hardware/cpu/step_state.h"
+#include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/reference/model_ops_reference.h"
+
+namespace kiln::hardware {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Us(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// The compiled kernels of a step request, by workload key.
+class Kernels {
+ public:
+  ~Kernels() {
+    for (void* h : handles_) dlclose(h);
+  }
+  absl::Status Load(const v1::StepRequest& req) {
+    for (const auto& k : req.kernels()) {
+      void* h = dlopen(k.artifact().c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h)
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot load ", k.artifact(), ": ", dlerror()));
+      handles_.push_back(h);
+      void* entry = dlsym(h, k.entry().c_str());
+      if (!entry)
+        return absl::FailedPreconditionError(
+            absl::StrCat("no entry ", k.entry(), " in ", k.artifact()));
+      StepKernel& s = by_key_[codegen::WorkloadKey(k.workload())];
+      if (k.entry() == codegen::kCpuOpEntry) {
+        s.op = reinterpret_cast<codegen::CpuOpFn>(entry);
+      } else {
+        s.gemm = reinterpret_cast<StepKernel::GemmEntry>(entry);
+        s.pack_floats = reinterpret_cast<long (*)(int, int)>(dlsym(h, "kiln_gemm_prepack_floats"));
+        s.pack = reinterpret_cast<void (*)(int, int, const float*, float*)>(
+            dlsym(h, "kiln_gemm_prepack"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const StepKernel* Find(const v1::Workload& w) const {
+    auto it = by_key_.find(codegen::WorkloadKey(w));
+    return it == by_key_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::vector<void*> handles_;
+  std::map<std::string, StepKernel> by_key_;
+};
+
+}  // namespace
+
+int DefaultStepLayers(const v1::ModelArch& arch, v1::DType dtype) {
+  auto graph = codegen::BuildStepGraph(arch, "decode", 1, 1, 1, dtype);
+  if (!graph.ok() || arch.layers() <= 0) return std::max(1, arch.layers());
+  v1::ModelArch one = arch;
+  one.set_layers(1);
+  one.set_tie_embeddings(true);
+  auto g1 = codegen::BuildStepGraph(one, "decode", 1, 1, 1, dtype);
+  codegen::StepGraph layer_only = *g1;
+  layer_only.tail.clear();
+  const double bytes = (dtype == v1::BF16 ? 2.0 : 4.0) *
+                       static_cast<double>(codegen::GraphParameters(one, layer_only));
+  const int fit = static_cast<int>(1.2e9 / std::max(1.0, bytes));
+  return std::min(arch.layers(), std::max(2, fit));
+}
+
+absl::StatusOr<StepOutputs> RunCpuStepOnce(const v1::StepRequest& req,
+                                           const v1::ChipFingerprint& chip, uint64_t seed) {
+  Kernels kernels;
+  RETURN_IF_ERROR(kernels.Load(req));
+  torch_baseline::SetThreads(chip.cores());
+  ASSIGN_OR_RETURN(auto state, StepState::Create(req, seed));
+  RETURN_IF_ERROR(state->Prepare([&](const v1::Workload& w) { return kernels.Find(w); }));
+  StepOutputs out;
+  state->SaveState();
+  RETURN_IF_ERROR(state->Run(true).status());
+  out.kiln = state->Logits();
+  state->RestoreState();
+  RETURN_IF_ERROR(state->Run(false).status());
+  out.torch = state->Logits();
+  state->RestoreState();
+  return out;
+}
+
+absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
+                                          const v1::ChipFingerprint& chip,
+                                          const StepOptions& opts) {
+  Kernels kernels;
+  RETURN_IF_ERROR(kernels.Load(req));
+  torch_baseline::SetThreads(chip.cores());
+  ASSIGN_OR_RETURN(auto state, StepState::Create(req, opts.seed));
+  RETURN_IF_ERROR(state->Prepare([&](const v1::Workload& w) { return kernels.Find(w); }));
+  v1::StepResult r;
+  // Correctness first: one step with each backend from the same state.
+  state->SaveState();
+  RETURN_IF_ERROR(state->Run(true).status());
+  std::vector<float> a = state->Logits();
+  state->RestoreState();
+  RETURN_IF_ERROR(state->Run(false).status());
+  std::vector<float> b = state->Logits();
+  state->RestoreState();
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+    if (!std::isfinite(a[i])) diff = INFINITY;
+  }
+  r.set_max_error(diff / scale);
+  // Then time both, alternating, each sample one whole (N-layer) step. KILN_STEP_PROFILE=1
+  // prints each operator role's time per call to stderr (the profile costs a clock read per op).
+  const bool profile = std::getenv("KILN_STEP_PROFILE") != nullptr;
+  state->set_profiling(profile);
+  const int L = req.arch().layers(), n = state->layers();
+  const double factor = static_cast<double>(L) / n;
+  std::vector<double> ks, ts;
+  // Each backend in its own block (warm-up step first): LibTorch's BLAS threads spin for a while
+  // after a call and would steal the cores from the next step if the two alternated per step.
+  for (bool kiln : {true, false}) {
+    const auto start = Clock::now();
+    std::vector<double>& out = kiln ? ks : ts;
+    for (int i = 0;; ++i) {
+      ASSIGN_OR_RETURN(auto t, state->Run(kiln));
+      if (i == 0) continue;  // warm-up
+      out.push_back(t.first * factor + t.second);
+      (kiln ? r.mutable_samples_us() : r.mutable_baseline_samples_us())->Add(t.first + t.second);
+      const double elapsed = Us(start, Clock::now()) / 1e6;
+      if (static_cast<int>(out.size()) >= opts.max_samples) break;
+      if (static_cast<int>(out.size()) >= opts.min_samples && elapsed >= opts.max_seconds / 2)
+        break;
+    }
+  }
+  if (profile)
+    for (const auto& [role, p] : state->profile())
+      std::fprintf(stderr, "step profile: %-22s %10.1f us/call (%d calls)\n", role.c_str(),
+                   p.first / std::max(1, p.second), p.second);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double tokens = state->tokens();
+  r.set_step_us(median(ks));
+  r.set_baseline_step_us(median(ts));
+  r.set_measured(tokens / (r.step_us() * 1e-6));
+  r.set_baseline_measured(tokens / (r.baseline_step_us() * 1e-6));
+  r.set_baseline_name(torch_baseline::Name());
+  r.set_layers_run(n);
+  r.set_layers_total(L);
+  r.set_note(n == L ? absl::StrCat("measured on all ", L, " layers")
+                    : absl::StrCat("measured on ", n, " of ", L, " layers, layer time scaled by ",
+                                   L, "/", n, " (head measured once)"));
+  return r;
+}
+
+}  // namespace kiln::hardware

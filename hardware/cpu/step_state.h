@@ -1,0 +1,92 @@
+// The buffers of a composed model step (weights, KV cache, SSM state, activations) and one pass
+// of the step through either Kiln's kernels or LibTorch's eager operators.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/cpu/model_graph.h"
+#include "codegen/cpu/op_templates.h"
+#include "kiln/v1/types.pb.h"
+
+namespace kiln::hardware {
+
+// A compiled kernel as the step calls it: the operator ABI, or the GEMM template's ABI with an
+// optional prepack of the (constant) weights.
+struct StepKernel {
+  using GemmEntry = void (*)(int M, int N, int K, const float* A, const float* B, float* C);
+  codegen::CpuOpFn op = nullptr;
+  GemmEntry gemm = nullptr;
+  long (*pack_floats)(int N, int K) = nullptr;
+  void (*pack)(int N, int K, const float* B, float* packed) = nullptr;
+};
+
+class StepState {
+ public:
+  static absl::StatusOr<std::unique_ptr<StepState>> Create(const v1::StepRequest& req,
+                                                           uint64_t seed);
+  ~StepState();
+  // Binds the kernels, fills the weights and state, packs weights for kernels that want it and,
+  // for MoE models, fills the experts the router actually selects.
+  absl::Status Prepare(const std::function<const StepKernel*(const v1::Workload&)>& find);
+  // One step; returns (microseconds in the layers, microseconds in the head).
+  absl::StatusOr<std::pair<double, double>> Run(bool kiln);
+  std::vector<float> Logits() const;
+  void SaveState();
+  void RestoreState();
+  int layers() const { return layers_; }
+  // Per operator role: accumulated microseconds and calls since the last reset (for profiling).
+  std::map<std::string, std::pair<double, int>>& profile() { return profile_; }
+  void set_profiling(bool on) { profiling_ = on; }
+  int tokens() const { return graph_.tokens; }
+
+ private:
+  struct Layer {
+    std::map<std::string, void*> w;      // role -> weight operand
+    std::map<std::string, float*> bias;  // role -> bias
+    float *norm1 = nullptr, *norm2 = nullptr, *kcache = nullptr, *vcache = nullptr;
+    float *router = nullptr, *conv_w = nullptr, *conv_b = nullptr, *conv_state = nullptr;
+    float *A = nullptr, *Dp = nullptr, *ssm_state = nullptr;
+    std::set<int> filled_experts, routed_experts;
+  };
+  StepState() = default;
+  float* Floats(size_t n);  // zeroed, untouched until used
+  // n elements, fp32 or (GEMM operands of a bf16 job) bf16, uniform * scale unless !fill.
+  void* Weight(size_t n, float scale, bool bf16 = false, bool fill = true);
+  void FillWeight(void* w, size_t offset, size_t n, float scale, bool bf16);
+  absl::Status Call(const codegen::StepOp& op, std::vector<void*> args, std::vector<float> params,
+                    bool kiln);
+  absl::Status RunLayer(int l, bool kiln);
+
+  v1::StepRequest req_;
+  codegen::StepGraph graph_;
+  int layers_ = 0;
+  bool bf16_ = false;
+  uint64_t seed_ = 1;
+  std::vector<std::pair<void*, size_t>> regions_;  // mmap'd (pointer, bytes)
+  std::vector<Layer> layer_;
+  std::map<std::string, const StepKernel*> kernels_;  // by workload key
+  std::map<const void*, float*> packed_;              // weight -> kernel's packed copy
+  void* head_ = nullptr;
+  float* norm_f_ = nullptr;
+  std::vector<int32_t> pos_, tokens_;
+  // Activations (shared by the layers) and the residual stream's two buffers.
+  float *x_ = nullptr, *x2_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  float *attn_ = nullptr, *g_ = nullptr, *u_ = nullptr, *act_ = nullptr, *xrep_ = nullptr;
+  float *rw_ = nullptr, *dn_ = nullptr, *xz_ = nullptr, *xs_ = nullptr, *z_ = nullptr;
+  float *xc_ = nullptr, *xdbl_ = nullptr, *dtin_ = nullptr, *dt_ = nullptr, *bm_ = nullptr;
+  float *cm_ = nullptr, *y_ = nullptr, *hl_ = nullptr, *hf_ = nullptr, *logits_ = nullptr;
+  float* probs_ = nullptr;
+  int32_t* re_ = nullptr;
+  std::vector<std::vector<float>> saved_;
+  std::map<std::string, std::pair<double, int>> profile_;
+  bool profiling_ = false;
+};
+
+}  // namespace kiln::hardware

@@ -1,0 +1,132 @@
+#include "server/planner/task_scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "server/planner/planner.h"
+
+namespace kiln::server {
+namespace {
+
+constexpr double kAlpha = 0.2;  // weight of the backward-looking term (Ansor's alpha)
+constexpr int kWindow = 3;      // trials over which the recent improvement is measured
+
+}  // namespace
+
+int TokensPerStep(const v1::JobSpec& spec) {
+  const int batch = std::max(1, spec.batch());
+  return spec.phase() == "prefill" ? batch * std::max(1, spec.prefill_tokens()) : batch;
+}
+
+int TotalProposed(const JobEntry& job) {
+  int n = 0;
+  for (const TaskState& t : job.tasks) n += t.proposed;
+  return n;
+}
+
+int PickModelTask(const JobEntry& job) {
+  const int n = static_cast<int>(job.tasks.size());
+  // Every task gets one trial first, whatever the budget: each needs a verified kernel.
+  for (int i = 0; i < n; ++i)
+    if (job.tasks[i].proposed == 0 && !job.tasks[i].exhausted) return i;
+  if (TotalProposed(job) >= job.job.spec().budget_trials()) return -1;
+  // Best latency after each DONE TUNE trial of each task, in proposal order.
+  std::vector<std::vector<double>> curve(n);
+  std::vector<const v1::Trial*> done;
+  for (const auto& [id, t] : job.trials)
+    if (t.kind() == v1::TUNE && t.state() == v1::DONE) done.push_back(&t);
+  std::sort(done.begin(), done.end(),
+            [](const v1::Trial* a, const v1::Trial* b) { return a->seq() < b->seq(); });
+  for (const v1::Trial* t : done) {
+    auto& c = curve[t->task_index()];
+    double best = c.empty() ? 0 : c.back();
+    const v1::Measurement& m = t->measurement();
+    if (m.status() == v1::OK && m.median_us() > 0 && (best == 0 || m.median_us() < best))
+      best = m.median_us();
+    c.push_back(best);
+  }
+  // Latency now: the best so far, else the baseline's, else unknown.
+  std::vector<double> now(n, 0);
+  double known = 0, sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const v1::TaskResult& r = job.job.tasks(i);
+    now[i] = !curve[i].empty() && curve[i].back() > 0
+                 ? curve[i].back()
+                 : (r.has_baseline() ? r.baseline().median_us() : 0);
+    if (now[i] > 0) known++, sum += now[i] * std::max(1, r.count());
+  }
+  int pick = -1;
+  double most = -1;
+  for (int i = 0; i < n; ++i) {
+    const TaskState& s = job.tasks[i];
+    if (s.exhausted || s.proposed >= job.Budget(i)) continue;
+    const v1::TaskResult& r = job.job.tasks(i);
+    const double w = std::max(1, r.count());
+    const auto& c = curve[i];
+    const double g = now[i];
+    double gain;
+    if (g <= 0) {  // nothing verified yet: as promising as an average task's whole share
+      gain = (known > 0 ? sum / known : 1) / (s.proposed + 1);
+    } else {
+      double recent = 0;
+      if (c.size() > kWindow && c[c.size() - 1 - kWindow] > 0)
+        recent = (c[c.size() - 1 - kWindow] - c.back()) / kWindow;
+      gain = w * (kAlpha * recent + (1 - kAlpha) * g / (s.proposed + 1));
+    }
+    if (gain > most) most = gain, pick = i;
+  }
+  return pick;
+}
+
+bool StepPending(const JobEntry& job) {
+  for (const auto& [id, t] : job.trials)
+    if (t.kind() == v1::STEP && t.state() != v1::DONE) return true;
+  return false;
+}
+
+bool StepDue(const JobEntry& job) {
+  if (PickModelTask(job) >= 0) return false;
+  for (const auto& [id, t] : job.trials) {
+    if (t.kind() == v1::STEP) return false;
+    if (t.state() != v1::DONE) return false;
+  }
+  for (size_t i = 0; i < job.tasks.size(); ++i)
+    if (!job.tasks[i].baseline_created || !job.job.tasks(i).has_best()) return false;
+  return true;
+}
+
+v1::StepRequest BuildStepRequest(const JobEntry& job) {
+  const v1::JobSpec& spec = job.job.spec();
+  v1::StepRequest r;
+  *r.mutable_arch() = spec.arch();
+  r.set_phase(spec.phase());
+  r.set_batch(spec.batch());
+  r.set_context(spec.context());
+  r.set_prefill_tokens(spec.prefill_tokens());
+  r.set_dtype(spec.dtype());
+  r.set_layers(spec.step_layers());
+  for (const auto& t : job.job.tasks()) {
+    v1::StepKernel* k = r.add_kernels();
+    *k->mutable_workload() = t.workload();
+    *k->mutable_config() = t.best_config();
+  }
+  return r;
+}
+
+void UpdateEstimate(JobEntry& job) {
+  if (job.job.spec().model().empty() && job.job.spec().hf_config_json().empty()) return;
+  const int tokens = TokensPerStep(job.job.spec());
+  v1::StepResult* tps = job.job.mutable_tokens_per_second();
+  tps->set_estimated(EstimateTokensPerSecond(job.job, tokens));
+}
+
+void ApplyStepResult(JobEntry& job, const v1::Measurement& m) {
+  v1::StepResult* tps = job.job.mutable_tokens_per_second();
+  const double estimated = tps->estimated();
+  if (m.has_step()) *tps = m.step();
+  tps->set_estimated(estimated);
+  if (m.status() != v1::OK) tps->set_note("step not measured: " + m.message());
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,37 @@
+// Model jobs' task scheduler (Ansor's gradient rule): which task gets the next trial, when the
+// composed-step (STEP) trial is due, and the job's tokens-per-second figures.
+#pragma once
+
+#include "kiln/v1/types.pb.h"
+#include "server/job_state.h"
+
+namespace kiln::server {
+
+// Tokens a step of the job's phase produces (decode: batch) or consumes (prefill).
+int TokensPerStep(const v1::JobSpec& spec);
+
+// TUNE trials proposed across all tasks.
+int TotalProposed(const JobEntry& job);
+
+// The task whose next trial promises the largest gain in whole-model tokens/s, or -1 when the
+// job's budget is spent or every task is exhausted. Tasks with no trial yet go first. For task
+// i with count w_i, best latency g_i after t_i trials: gain_i = w_i * (a * (recent drop of g_i
+// per trial) + (1 - a) * g_i / (t_i + 1)), i.e. Ansor's backward-looking improvement rate mixed
+// with its optimistic forward-looking term (Zheng et al., OSDI'20, §6).
+int PickModelTask(const JobEntry& job);
+
+// True when every task's budget is spent, nothing is pending, every task has a verified best
+// and no STEP trial exists yet.
+bool StepDue(const JobEntry& job);
+bool StepPending(const JobEntry& job);  // a STEP trial exists and is not DONE
+
+// The STEP request: the model, phase and the best config of every task.
+v1::StepRequest BuildStepRequest(const JobEntry& job);
+
+// Recomputes the estimated tokens/s from the tasks' bests (0 until every task has one).
+void UpdateEstimate(JobEntry& job);
+
+// Records a STEP trial's result in job.tokens_per_second (keeps the estimate).
+void ApplyStepResult(JobEntry& job, const v1::Measurement& m);
+
+}  // namespace kiln::server

@@ -1,0 +1,71 @@
+// Results of a model job: per-operator share of the step, and tokens per second (estimated,
+// measured, LibTorch's) in the table and in the JSON of DESIGN.md §8.
+#include "cli/results.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace kiln::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::GetResultsResponse ModelResults(double measured, double baseline) {
+  v1::GetResultsResponse r;
+  v1::Job* job = r.mutable_job();
+  job->set_id("j-000000000001");
+  job->set_state(v1::SUCCEEDED);
+  job->mutable_spec()->set_model("tinyllama-1.1b");
+  for (auto [key, count, best, base] :
+       {std::make_tuple("gemm m=1 n=5632 k=2048 fp32", 44, 300.0, 600.0),
+        std::make_tuple("rmsnorm t=1 d=2048 fp32", 45, 2.0, 8.0)}) {
+    v1::TaskResult* t = job->add_tasks();
+    t->set_workload_key(key);
+    t->set_count(count);
+    t->mutable_best()->set_status(v1::OK);
+    t->mutable_best()->set_median_us(best);
+    t->set_baseline_name("libtorch-1.13.0-eager");
+    t->mutable_baseline()->set_status(v1::OK);
+    t->mutable_baseline()->set_median_us(base);
+  }
+  v1::StepResult* s = job->mutable_tokens_per_second();
+  s->set_estimated(75.0);
+  s->set_measured(measured);
+  s->set_baseline_name("libtorch-1.13.0-eager");
+  s->set_baseline_measured(baseline);
+  s->set_note("measured on 6 of 22 layers, layer time scaled by 22/6 (head measured once)");
+  return r;
+}
+
+TEST(ModelResultsTest, TableShowsShareAndTokensPerSecond) {
+  std::string table = FormatResultsTable(ModelResults(60, 20));
+  EXPECT_THAT(table, HasSubstr("SHARE"));
+  EXPECT_THAT(table, HasSubstr("99.3%"));  // 44*300 of 44*300 + 45*2
+  EXPECT_THAT(table, HasSubstr("estimated 75.00 tokens/s"));
+  EXPECT_THAT(table, HasSubstr("measured 60.00 tokens/s"));
+  EXPECT_THAT(table, HasSubstr("libtorch-1.13.0-eager 20.00 tokens/s  (3.00x)"));
+  EXPECT_THAT(table, HasSubstr("6 of 22 layers"));
+  // A micro-benchmark win that loses end to end shows as such.
+  EXPECT_THAT(FormatResultsTable(ModelResults(10, 20)), HasSubstr("SLOWER end to end"));
+}
+
+TEST(ModelResultsTest, JsonHasTokensPerSecond) {
+  google::protobuf::Struct s;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ResultsJson(ModelResults(60, 20)), &s).ok());
+  const auto& tps = s.fields().at("tokens_per_second").struct_value().fields();
+  EXPECT_DOUBLE_EQ(tps.at("estimated").number_value(), 75);
+  EXPECT_DOUBLE_EQ(tps.at("measured").number_value(), 60);
+  const auto& base = tps.at("baseline").struct_value().fields();
+  EXPECT_EQ(base.at("name").string_value(), "libtorch-1.13.0-eager");
+  EXPECT_DOUBLE_EQ(base.at("measured").number_value(), 20);
+  // Operator jobs have no tokens_per_second.
+  v1::GetResultsResponse op = ModelResults(60, 20);
+  op.mutable_job()->mutable_spec()->clear_model();
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ResultsJson(op), &s).ok());
+  EXPECT_FALSE(s.fields().count("tokens_per_second"));
+}
+
+}  // namespace
+}  // namespace kiln::cli

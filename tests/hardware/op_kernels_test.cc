@@ -1,0 +1,125 @@
+// Every model operator's CPU template, compiled for its safe default and for random
+// configurations, verified against the reference on round and odd shapes; so is its LibTorch
+// baseline. (The differential table of DESIGN.md §10 for the cpu backend.)
+#include <random>
+
+#include "codegen/cpu/op_templates.h"
+#include "codegen/kernel_template.h"
+#include "codegen/workload.h"
+#include "gtest/gtest.h"
+#include "hardware/device.h"
+
+namespace kiln::hardware {
+namespace {
+
+struct Case {
+  const char* op;
+  const char* shape;
+  const char* dtype;
+  const char* epilogue;
+};
+
+// Round and odd shapes of every operator (small: the references run in double).
+const Case kCases[] = {
+    {"gemm", "M=1,N=256,K=128", "fp32", "residual"},
+    {"gemm", "M=3,N=77,K=65", "fp32", "bias"},
+    {"gemm", "M=5,N=130,K=33", "fp32", "silu"},
+    {"gemm", "M=2,N=64,K=31", "fp32", "gelu"},
+    {"gemm", "M=1,N=256,K=128", "bf16", ""},
+    {"gemm", "M=9,N=95,K=67", "bf16", "residual"},
+    {"rmsnorm", "T=1,D=2048", "fp32", ""},
+    {"rmsnorm", "T=3,D=77", "fp32", "residual"},
+    {"rope", "T=1,H=32,D=64", "fp32", ""},
+    {"rope", "T=3,H=5,D=18", "fp32", ""},
+    {"attention_decode", "B=1,H=8,KVH=2,D=64,L=256", "fp32", ""},
+    {"attention_decode", "B=2,H=6,KVH=3,D=20,L=37", "fp32", ""},
+    {"attention_prefill", "B=1,H=4,KVH=2,D=32,S=64", "fp32", ""},
+    {"attention_prefill", "B=2,H=3,KVH=1,D=12,S=29", "fp32", ""},
+    {"softmax", "T=1,N=32000", "fp32", ""},
+    {"softmax", "T=3,N=101", "fp32", ""},
+    {"swiglu", "T=1,F=5632", "fp32", ""},
+    {"swiglu", "T=3,F=333", "fp32", ""},
+    {"moe_router", "T=1,D=256,E=8,TOPK=2", "fp32", ""},
+    {"moe_router", "T=5,D=37,E=7,TOPK=3", "fp32", ""},
+    {"moe_gemm", "T=1,E=8,TOPK=2,N=256,K=128", "fp32", ""},
+    {"moe_gemm", "T=3,E=5,TOPK=2,N=70,K=33", "bf16", ""},
+    {"ssm_scan", "B=1,T=1,D=256,S=16", "fp32", ""},
+    {"ssm_scan", "B=2,T=5,D=37,S=7", "fp32", ""},
+    {"conv1d", "B=1,T=1,D=256,W=4", "fp32", ""},
+    {"conv1d", "B=2,T=5,D=37,W=3", "fp32", ""},
+};
+
+class OpKernelsTest : public ::testing::TestWithParam<Case> {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = OpenDevice("cpu");
+    ASSERT_TRUE(d.ok()) << d.status();
+    device_ = d->release();
+  }
+  static void TearDownTestSuite() { delete device_; }
+  static Device* device_;
+};
+Device* OpKernelsTest::device_ = nullptr;
+
+MeasureOptions VerifyOnly() {
+  MeasureOptions o;
+  o.warm = true;
+  o.warmup = 0;
+  o.min_samples = 1;
+  o.max_samples = 2;
+  o.max_seconds = 0.01;
+  return o;
+}
+
+TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
+  const Case& c = GetParam();
+  auto w = codegen::ParseWorkload(c.op, c.shape, c.dtype);
+  ASSERT_TRUE(w.ok()) << w.status();
+  w->set_epilogue(c.epilogue);
+  const std::string key = codegen::WorkloadKey(*w);
+  ASSERT_TRUE(device_->Supports(*w)) << key;
+  auto tmpl = codegen::FindTemplate(*w, "cpu");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+  codegen::KnobSpace space = (*tmpl)->Space(*w, traits);
+  std::vector<codegen::Config> configs = {codegen::SafeDefaultConfig(space)};
+  ASSERT_FALSE(configs[0].empty()) << key;
+  std::vector<codegen::Config> all = space.EnumerateValid();
+  std::mt19937 rng(std::hash<std::string>()(key));
+  configs.push_back(all[rng() % all.size()]);
+  for (const auto& config : configs) {
+    auto kernel = (*tmpl)->Render(*w, config, traits);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto compiled = device_->Compile(*kernel);
+    ASSERT_TRUE(compiled.ok()) << key << " " << codegen::ConfigKey(config) << ": "
+                               << compiled.status();
+    v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
+    EXPECT_EQ(m.status(), v1::OK) << key << " " << codegen::ConfigKey(config) << ": "
+                                  << m.message();
+  }
+  v1::Measurement base = device_->MeasureBaseline(*w, VerifyOnly());
+  EXPECT_EQ(base.status(), v1::OK)
+      << key << " " << device_->BaselineName(*w) << ": " << base.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
+
+// A wrong kernel is caught: the scan without its skip connection fails verification.
+TEST(OpHarnessTest, RejectsWrongKernel) {
+  auto d = OpenDevice("cpu");
+  ASSERT_TRUE(d.ok());
+  auto w = codegen::ParseWorkload("swiglu", "T=2,F=50");
+  codegen::Kernel k;
+  k.dialect = "cpp";
+  k.entry = codegen::kCpuOpEntry;
+  k.source =
+      "extern \"C\" void kiln_op(const long long* d, void* const* a, const float* p) {\n"
+      "  float* o = (float*)a[2]; for (long i = 0; i + 1 < d[0] * d[1]; ++i) o[i] = 0; }\n";
+  auto compiled = (*d)->Compile(k);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  v1::Measurement m = (*d)->Measure(*w, *compiled, VerifyOnly());
+  EXPECT_EQ(m.status(), v1::WRONG_RESULT) << m.message();
+}
+
+}  // namespace
+}  // namespace kiln::hardware

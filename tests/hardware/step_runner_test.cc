@@ -1,0 +1,188 @@
+// The end-to-end step runner on tiny llama, mixtral and mamba configurations: Kiln's kernels
+// (each task's safe default config) against the LibTorch eager forward pass of the same step.
+#include "hardware/cpu/step_runner.h"
+
+#include <cmath>
+
+#include "codegen/cpu/model_graph.h"
+#include "codegen/cpu/op_templates.h"
+#include "codegen/kernel_template.h"
+#include "codegen/workload.h"
+#include "gtest/gtest.h"
+#include "hardware/device.h"
+
+namespace kiln::hardware {
+namespace {
+
+v1::ModelArch Tiny(const std::string& family) {
+  v1::ModelArch a;
+  a.set_name("tiny-" + family);
+  a.set_family(family);
+  a.set_hidden(64);
+  a.set_layers(3);
+  a.set_vocab(101);
+  a.set_rms_eps(1e-5);
+  a.set_rope_theta(10000);
+  if (family == "mamba") {
+    a.set_d_inner(128);
+    a.set_d_state(8);
+    a.set_d_conv(4);
+    a.set_dt_rank(4);
+    a.set_tie_embeddings(true);
+  } else {
+    a.set_heads(4);
+    a.set_kv_heads(2);
+    a.set_head_dim(16);
+    a.set_intermediate(96);
+    a.set_qkv_bias(true);
+  }
+  if (family == "mixtral") {
+    a.set_experts(4);
+    a.set_experts_per_token(2);
+  }
+  return a;
+}
+
+class StepRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {
+ protected:
+  static void SetUpTestSuite() { device_ = OpenDevice("cpu")->release(); }
+  static void TearDownTestSuite() { delete device_; }
+  static Device* device_;
+
+  // A step request whose kernels are every task's safe default, compiled.
+  v1::StepRequest Request(const v1::ModelArch& arch, const std::string& phase, int batch,
+                          v1::DType dtype = v1::FP32) {
+    v1::StepRequest r;
+    *r.mutable_arch() = arch;
+    r.set_phase(phase);
+    r.set_batch(batch);
+    r.set_context(9);
+    r.set_prefill_tokens(7);
+    r.set_dtype(dtype);
+    r.set_layers(2);
+    auto g = codegen::BuildStepGraph(arch, phase, batch, 9, 7, dtype);
+    EXPECT_TRUE(g.ok()) << g.status();
+    std::set<std::string> seen;
+    std::vector<codegen::StepOp> ops = g->layer;
+    ops.insert(ops.end(), g->tail.begin(), g->tail.end());
+    const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+    for (const auto& op : ops) {
+      if (!seen.insert(codegen::WorkloadKey(op.workload)).second) continue;
+      auto tmpl = codegen::FindTemplate(op.workload, "cpu");
+      EXPECT_TRUE(tmpl.ok()) << tmpl.status();
+      auto config = codegen::SafeDefaultConfig((*tmpl)->Space(op.workload, traits));
+      auto compiled = device_->Compile(*(*tmpl)->Render(op.workload, config, traits));
+      EXPECT_TRUE(compiled.ok()) << compiled.status();
+      v1::StepKernel* k = r.add_kernels();
+      *k->mutable_workload() = op.workload;
+      k->set_artifact(compiled->artifact);
+      k->set_entry(compiled->entry);
+    }
+    return r;
+  }
+};
+Device* StepRunnerTest::device_ = nullptr;
+
+TEST_P(StepRunnerTest, KilnStepMatchesTheLibTorchForwardPass) {
+  const auto& [family, phase, batch] = GetParam();
+  auto out = RunCpuStepOnce(Request(Tiny(family), phase, batch), device_->Fingerprint());
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->kiln.size(), static_cast<size_t>(batch * 101));
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < out->kiln.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(out->kiln[i])) << i;
+    diff = std::max(diff, static_cast<double>(std::fabs(out->kiln[i] - out->torch[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(out->torch[i])));
+  }
+  EXPECT_GT(scale, 0);
+  EXPECT_LT(diff, 1e-4 * scale + 1e-5) << family << " " << phase << " max diff " << diff;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, StepRunnerTest,
+                         ::testing::Values(std::make_tuple("llama", "decode", 1),
+                                           std::make_tuple("llama", "decode", 2),
+                                           std::make_tuple("llama", "prefill", 2),
+                                           std::make_tuple("mixtral", "decode", 2),
+                                           std::make_tuple("mamba", "decode", 1),
+                                           std::make_tuple("mamba", "prefill", 2)));
+
+TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
+  v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::BF16);
+  StepOptions opts;
+  opts.max_seconds = 0.2;
+  opts.min_samples = 2;
+  opts.max_samples = 3;
+  auto res = RunCpuStep(r, device_->Fingerprint(), opts);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_GT(res->measured(), 0);
+  EXPECT_GT(res->baseline_measured(), 0);
+  EXPECT_EQ(res->layers_run(), 2);
+  EXPECT_EQ(res->layers_total(), 3);
+  EXPECT_NE(res->note().find("2 of 3 layers"), std::string::npos) << res->note();
+  EXPECT_LT(res->max_error(), 5e-2);  // bf16 weights: Kiln may round activations too (DOT=1)
+  EXPECT_GE(DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
+}
+
+}  // namespace
+}  // namespace kiln::hardware
+
+namespace kiln::hardware {
+namespace {
+
+// Manual profile (not run by default): tinyllama decode, KILN_PROFILE_LAYERS layers, every GEMM
+// through the streaming template; prints each operator role's time per step for both backends.
+TEST(StepProfile, DISABLED_Tinyllama) {
+  auto device = OpenDevice("cpu");
+  ASSERT_TRUE(device.ok());
+  v1::ModelArch a;
+  a.set_name("tinyllama-1.1b");
+  a.set_family("llama");
+  a.set_hidden(2048);
+  a.set_intermediate(5632);
+  a.set_layers(22);
+  a.set_heads(32);
+  a.set_kv_heads(4);
+  a.set_head_dim(64);
+  a.set_vocab(32000);
+  a.set_rms_eps(1e-5);
+  a.set_rope_theta(1e4);
+  const char* env = std::getenv("KILN_PROFILE_LAYERS");
+  const char* dt = std::getenv("KILN_PROFILE_DTYPE");
+  v1::StepRequest r;
+  *r.mutable_arch() = a;
+  r.set_phase("decode");
+  r.set_batch(1);
+  r.set_context(1024);
+  r.set_dtype(dt && std::string(dt) == "bf16" ? v1::BF16 : v1::FP32);
+  r.set_layers(env ? std::atoi(env) : 4);
+  auto g = codegen::BuildStepGraph(a, "decode", 1, 1024, 1, r.dtype());
+  std::vector<codegen::StepOp> ops = g->layer;
+  ops.insert(ops.end(), g->tail.begin(), g->tail.end());
+  const auto traits = codegen::TraitsFromFingerprint((*device)->Fingerprint());
+  auto tmpls = codegen::NewCpuOpTemplates();
+  std::set<std::string> seen;
+  for (const auto& op : ops) {
+    if (!seen.insert(codegen::WorkloadKey(op.workload)).second) continue;
+    const codegen::KernelTemplate* t = nullptr;
+    for (const auto& c : tmpls)
+      if (c->Supports(op.workload)) t = c.get();
+    ASSERT_NE(t, nullptr);
+    auto config = codegen::SafeDefaultConfig(t->Space(op.workload, traits));
+    auto compiled = (*device)->Compile(*t->Render(op.workload, config, traits));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    v1::StepKernel* k = r.add_kernels();
+    *k->mutable_workload() = op.workload;
+    k->set_artifact(compiled->artifact);
+    k->set_entry(compiled->entry);
+  }
+  StepOptions opts;
+  opts.max_seconds = 10;
+  auto res = RunCpuStep(r, (*device)->Fingerprint(), opts);
+  ASSERT_TRUE(res.ok()) << res.status();
+  std::printf("kiln %.2f tok/s (%.0f us)  torch %.2f tok/s (%.0f us)  err %.2e  %s\n",
+              res->measured(), res->step_us(), res->baseline_measured(), res->baseline_step_us(),
+              res->max_error(), res->note().c_str());
+}
+
+}  // namespace
+}  // namespace kiln::hardware
