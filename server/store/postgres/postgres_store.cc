@@ -1,0 +1,213 @@
+#include "server/store/postgres/postgres_store.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/store/postgres/pg_connection.h"
+
+namespace kiln::server {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr char kLockKey[] = "1802071150";  // "kiln": one coordinator per database
+constexpr int kOpenLockWaitMs = 3000;      // a restarted coordinator's old session may linger
+constexpr int kReconnectLockWaitMs = 2000;
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS kiln_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, state INTEGER NOT NULL,
+                                 created_ms BIGINT NOT NULL, body BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, seq BIGINT NOT NULL,
+                                   body BYTEA NOT NULL);
+CREATE INDEX IF NOT EXISTS trials_by_job ON trials (job_id, seq);
+CREATE TABLE IF NOT EXISTS workers (id TEXT PRIMARY KEY, body BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS records (workload_key TEXT NOT NULL, chip_type TEXT NOT NULL,
+                                    config_key TEXT NOT NULL, ok BOOLEAN NOT NULL,
+                                    median_us DOUBLE PRECISION NOT NULL, body BYTEA NOT NULL,
+                                    PRIMARY KEY (workload_key, chip_type, config_key));
+CREATE INDEX IF NOT EXISTS records_best ON records (workload_key, chip_type, ok, median_us);
+)sql";
+
+// Server-side keepalives, so the lock of a coordinator whose machine vanished frees in a minute.
+constexpr char kSession[] =
+    "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
+    "SET tcp_keepalives_count = 3;";
+
+class PostgresStore final : public Store {
+ public:
+  explicit PostgresStore(std::unique_ptr<pg::Connection> conn) : conn_(std::move(conn)) {}
+
+  absl::Status Init() {
+    RETURN_IF_ERROR(StartSession(kOpenLockWaitMs));
+    RETURN_IF_ERROR(conn_->ExecScript(kSchema));
+    ASSIGN_OR_RETURN(pg::Result v,
+                     conn_->Exec("SELECT value FROM kiln_meta WHERE key = 'schema_version'"));
+    int version = v.rows() > 0 ? std::atoi(v.Value(0, 0).c_str()) : 0;
+    if (version > kSchemaVersion)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "postgresql ", conn_->target(), ": store schema version ", version,
+          " is newer than this coordinator's (", kSchemaVersion, "); upgrade kiln-coordinator"));
+    // Migrations from older versions go here, in one transaction with the version update.
+    return Do(
+        "INSERT INTO kiln_meta VALUES ('schema_version', $1) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        {pg::Int(kSchemaVersion)});
+  }
+
+  absl::Status Write(const WriteBatch& b) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&]() -> absl::Status {
+      RETURN_IF_ERROR(conn_->ExecScript("BEGIN"));
+      absl::Status s = WriteItems(b);
+      if (s.ok()) s = conn_->ExecScript("COMMIT");
+      if (!s.ok() && !conn_->broken()) conn_->ExecScript("ROLLBACK").IgnoreError();
+      return s;
+    });
+  }
+
+  absl::StatusOr<std::vector<v1::Job>> LoadJobs() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run(
+        [&] { return LoadAll<v1::Job>("SELECT body FROM jobs ORDER BY created_ms, id", {}); });
+  }
+
+  absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& job_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&] {
+      return LoadAll<v1::Trial>("SELECT body FROM trials WHERE job_id = $1 ORDER BY seq",
+                                {pg::Text(job_id)});
+    });
+  }
+
+  absl::StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&] { return LoadAll<v1::WorkerInfo>("SELECT body FROM workers ORDER BY id", {}); });
+  }
+
+  absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(
+      const std::string& workload_key, const std::string& chip_type,
+      const std::string& config_key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&]() -> absl::StatusOr<std::optional<v1::TuningRecord>> {
+      ASSIGN_OR_RETURN(std::vector<v1::TuningRecord> found,
+                       LoadAll<v1::TuningRecord>(
+                           "SELECT body FROM records WHERE workload_key = $1 AND chip_type = $2 "
+                           "AND config_key = $3",
+                           {pg::Text(workload_key), pg::Text(chip_type), pg::Text(config_key)}));
+      if (found.empty()) return std::optional<v1::TuningRecord>();
+      return std::optional<v1::TuningRecord>(std::move(found[0]));
+    });
+  }
+
+  absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
+                                                           const std::string& chip_type,
+                                                           int k) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&] {
+      return LoadAll<v1::TuningRecord>(
+          "SELECT body FROM records WHERE workload_key = $1 AND ok "
+          "AND ($2::text = '' OR chip_type = $2::text) ORDER BY median_us LIMIT $3::bigint",
+          {pg::Text(workload_key), pg::Text(chip_type), pg::Int(k)});
+    });
+  }
+
+ private:
+  // Keepalives and the advisory lock that keeps a second coordinator off this database.
+  absl::Status StartSession(int lock_wait_ms) {
+    RETURN_IF_ERROR(conn_->ExecScript(kSession));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(lock_wait_ms);
+    while (true) {
+      ASSIGN_OR_RETURN(pg::Result r, conn_->Exec("SELECT pg_try_advisory_lock($1::bigint)",
+                                                 {pg::Text(kLockKey)}));
+      if (r.rows() == 1 && r.Value(0, 0) == "t") break;
+      if (std::chrono::steady_clock::now() > deadline)
+        return absl::FailedPreconditionError(
+            absl::StrCat("postgresql ", conn_->target(),
+                         ": another kiln-coordinator is using this database; stop it, or give each "
+                         "coordinator its own database"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ready_ = true;
+    return absl::OkStatus();
+  }
+
+  // Runs `fn`; after a lost connection, reconnects and runs it once more. Every write is an
+  // idempotent upsert, so a batch whose COMMIT went unanswered can be written again.
+  template <typename Fn>
+  auto Run(Fn&& fn) -> decltype(fn()) {
+    if (!ready_) RETURN_IF_ERROR(Reconnect());
+    auto result = fn();
+    if (result.ok() || !conn_->broken()) return result;
+    RETURN_IF_ERROR(Reconnect());
+    return fn();
+  }
+
+  absl::Status Reconnect() {
+    ready_ = false;
+    if (conn_->broken()) RETURN_IF_ERROR(conn_->Reset());
+    return StartSession(kReconnectLockWaitMs);
+  }
+
+  absl::Status Do(const char* sql, std::vector<pg::Param> params) {
+    return conn_->Exec(sql, params).status();
+  }
+
+  absl::Status WriteItems(const WriteBatch& b) {
+    for (const auto& j : b.jobs)
+      RETURN_IF_ERROR(
+          Do("INSERT INTO jobs VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET "
+             "state = EXCLUDED.state, created_ms = EXCLUDED.created_ms, "
+             "body = EXCLUDED.body",
+             {pg::Text(j.id()), pg::Int(j.state()), pg::Int(j.created_unix_ms()),
+              pg::Bytes(j.SerializeAsString())}));
+    for (const auto& t : b.trials)
+      RETURN_IF_ERROR(
+          Do("INSERT INTO trials VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE "
+             "SET job_id = EXCLUDED.job_id, seq = EXCLUDED.seq, body = EXCLUDED.body",
+             {pg::Text(t.id()), pg::Text(t.job_id()), pg::Int(t.seq()),
+              pg::Bytes(t.SerializeAsString())}));
+    for (const auto& w : b.workers)
+      RETURN_IF_ERROR(
+          Do("INSERT INTO workers VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET "
+             "body = EXCLUDED.body",
+             {pg::Text(w.id()), pg::Bytes(w.SerializeAsString())}));
+    for (const auto& r : b.records)
+      RETURN_IF_ERROR(
+          Do("INSERT INTO records VALUES ($1, $2, $3, $4, $5, $6) "
+             "ON CONFLICT (workload_key, chip_type, config_key) DO UPDATE SET ok = EXCLUDED.ok, "
+             "median_us = EXCLUDED.median_us, body = EXCLUDED.body",
+             {pg::Text(r.workload_key()), pg::Text(r.chip_type()), pg::Text(r.config_key()),
+              pg::Text(r.measurement().status() == v1::OK ? "true" : "false"),
+              pg::Real(r.measurement().median_us()), pg::Bytes(r.SerializeAsString())}));
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::StatusOr<std::vector<T>> LoadAll(const char* sql, std::vector<pg::Param> params) {
+    ASSIGN_OR_RETURN(pg::Result r, conn_->Exec(sql, params, /*binary_result=*/true));
+    std::vector<T> out;
+    out.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i)
+      if (!out.emplace_back().ParseFromString(r.Value(i, 0)))
+        return absl::DataLossError(absl::StrCat("corrupt ", T::descriptor()->name(), " in store"));
+    return out;
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<pg::Connection> conn_;
+  bool ready_ = false;  // session set up and the lock held
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> NewPostgresStore(const std::string& uri) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn, pg::Connection::Open(uri));
+  auto store = std::make_unique<PostgresStore>(std::move(conn));
+  RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace kiln::server

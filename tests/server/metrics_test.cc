@@ -1,0 +1,120 @@
+// The coordinator's metrics as the core drives them: trials, phases, proposals, registrations,
+// per-job progress and best-so-far (dropped an hour after the job ends), and the agent sink.
+#include "server/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "server/coordinator.h"
+#include "tests/server/test_util.h"
+
+namespace kiln::server {
+namespace {
+
+using testing::CpuChip;
+using testing::GemmSpec;
+
+std::string Text(const CoordinatorMetrics& m) {
+  return prometheus::TextSerializer().Serialize(m.registry()->Collect());
+}
+
+// The value of the series written exactly as `series` ("name{labels}"), or -1 when absent.
+double Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
+  CoordinatorMetrics metrics;
+  FakeClock clock;
+  auto store = *OpenStore("", testing::TempDir());
+  Coordinator core(store.get(), &clock, &metrics, CoreOptions{5000, 1000, 1000, 1});
+  ASSERT_TRUE(core.Recover().ok());
+  v1::JobSpec spec = GemmSpec(8, 5);
+  spec.set_strategy("random");
+  std::string job = *core.SubmitJob(spec);
+  v1::RegisterRequest reg;
+  reg.set_name("lab-1");
+  *reg.mutable_chip() = CpuChip();
+  std::string worker = core.Register(reg)->worker_id();
+  double us = 100;
+  for (int round = 0; round < 50; ++round) {
+    v1::LeaseTrialsRequest lease;
+    lease.set_worker_id(worker);
+    lease.set_max_trials(4);
+    auto trials = core.LeaseTrials(lease)->trials();
+    if (trials.empty()) break;
+    v1::ReportResultsRequest report;
+    report.set_worker_id(worker);
+    for (const auto& t : trials) {
+      auto* r = report.add_results();
+      r->set_trial_id(t.id());
+      r->set_attempt(t.attempt());
+      auto* m = r->mutable_measurement();
+      m->set_status(v1::OK);
+      m->set_median_us(t.kind() == v1::BASELINE ? 200 : us--);
+      m->set_gflops(5000 / m->median_us());
+      m->set_compile_seconds(t.kind() == v1::BASELINE ? 0 : 0.2);
+      m->set_measure_seconds(0.1);
+    }
+    ASSERT_TRUE(core.ReportResults(report).ok());
+  }
+  ASSERT_EQ(core.GetJob(job)->state(), v1::SUCCEEDED);
+  std::string text = Text(metrics);
+  const std::string id = "{job_id=\"" + job + "\"}";
+  const std::string task =
+      "{job_id=\"" + job + "\",task=\"" + core.GetJob(job)->tasks(0).workload_key() + "\"}";
+  EXPECT_EQ(Value(text, "kiln_job_trials_done" + id), 5);
+  EXPECT_EQ(Value(text, "kiln_job_budget_trials" + id), 5);
+  EXPECT_EQ(Value(text, "kiln_job_budget_used_ratio" + id), 1);
+  double best = core.GetJob(job)->tasks(0).best().median_us();
+  EXPECT_EQ(Value(text, "kiln_job_best_median_us" + task), best);
+  EXPECT_DOUBLE_EQ(Value(text, "kiln_job_best_gflops" + task), 5000 / best);
+  EXPECT_DOUBLE_EQ(Value(text, "kiln_job_speedup_vs_baseline" + task), 200 / best);
+  EXPECT_EQ(Value(text, "kiln_jobs{state=\"SUCCEEDED\"}"), 1);
+  EXPECT_EQ(Value(text, "kiln_agent_proposals_total{strategy=\"random\"}"), 5);
+  EXPECT_EQ(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), 5);
+  const std::string chip = "chip_type=\"" + CpuChip().chip_type() + "\"";
+  EXPECT_EQ(Value(text, "kiln_worker_registrations_total{" + chip + ",worker=\"lab-1\"}"), 1);
+  EXPECT_GE(Value(text, "kiln_trials_total{" + chip + ",status=\"OK\"}"), 6);  // + baseline
+  EXPECT_EQ(Value(text, "kiln_trial_phase_seconds_count{" + chip + ",phase=\"compile\"}"),
+            Value(text, "kiln_trials_total{" + chip + ",status=\"OK\"}") - 1);
+  EXPECT_EQ(Value(text, "kiln_workers{" + chip + ",state=\"alive\"}"), 1);
+
+  clock.Advance(CoordinatorMetrics::kJobSeriesRetentionMs + 1000);
+  core.Tick();
+  text = Text(metrics);
+  EXPECT_EQ(text.find(job), std::string::npos) << "series of an old job are dropped";
+  EXPECT_EQ(Value(text, "kiln_jobs{state=\"SUCCEEDED\"}"), 1);
+}
+
+TEST(CoordinatorMetrics, AgentSinkFeedsThePolicyGauges) {
+  auto metrics = std::make_unique<CoordinatorMetrics>();
+  auto sink = metrics->AgentSink("j-000000000001");
+  sink->Report(agent::kPolicyLoss, 0.5);
+  sink->Report(agent::kPolicyEntropy, 1.25);
+  sink->Report(agent::kPolicyReward, -0.75);
+  sink->Report("kiln_not_in_the_catalogue", 1);
+  std::string text = Text(*metrics);
+  EXPECT_EQ(Value(text, "kiln_policy_loss{job_id=\"j-000000000001\"}"), 0.5);
+  EXPECT_EQ(Value(text, "kiln_policy_entropy{job_id=\"j-000000000001\"}"), 1.25);
+  EXPECT_EQ(Value(text, "kiln_policy_reward{job_id=\"j-000000000001\"}"), -0.75);
+  EXPECT_EQ(text.find("kiln_not_in_the_catalogue"), std::string::npos);
+  metrics.reset();
+  sink->Report(agent::kPolicyLoss, 0.25);  // outliving the coordinator's metrics is harmless
+}
+
+TEST(CoordinatorMetrics, EveryFamilyHasHelpText) {
+  CoordinatorMetrics metrics;
+  for (const auto& family : metrics.registry()->Collect()) {
+    EXPECT_EQ(family.name.rfind("kiln_", 0), 0u) << family.name;
+    EXPECT_FALSE(family.help.empty()) << family.name;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::server
