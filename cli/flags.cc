@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string_view>
 
@@ -123,11 +124,15 @@ absl::Status ParseModelFlags(const Values& v, Invocation* inv) {
     std::ifstream file(path);
     if (path.empty() || !file.good())
       return Bad("--hf-config: cannot read '", path, "' (expected a HuggingFace config.json)");
-    inv->spec.set_model("hf-config:" + path);
+    // The coordinator cannot read the client's files: the config's text travels in the spec.
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (text.size() > (1 << 20)) return Bad("--hf-config: '", path, "' is larger than 1 MiB");
+    inv->spec.set_hf_config_json(text);
   }
   if (v.count("dtype")) {
     auto dtype = codegen::ParseDType(Get(v, "dtype"));
     if (!dtype.ok()) return Bad("--", dtype.status().message());
+    inv->spec.set_dtype(*dtype);
   }
   if (v.count("phase")) {
     inv->phase = absl::AsciiStrToLower(Get(v, "phase"));
@@ -138,6 +143,12 @@ absl::Status ParseModelFlags(const Values& v, Invocation* inv) {
     RETURN_IF_ERROR(ParseInt("batch", Get(v, "batch"), 1, 1 << 20, &inv->batch));
   if (v.count("context"))
     RETURN_IF_ERROR(ParseInt("context", Get(v, "context"), 1, 1 << 24, &inv->context));
+  inv->spec.set_phase(inv->phase);
+  inv->spec.set_batch(inv->batch);
+  if (inv->phase == "prefill")  // --context is the prompt length of a prefill job
+    inv->spec.set_prefill_tokens(inv->context);
+  else
+    inv->spec.set_context(inv->context);
   return absl::OkStatus();
 }
 

@@ -25,7 +25,7 @@ struct Invocation {
   bool local = false;
   std::string data_dir = "./kiln-data";  // tune --local
   v1::JobSpec spec;                      // submit, tune
-  // Model jobs: accepted and checked, not yet sent (the planner issue adds them to JobSpec).
+  // Model jobs: also sent in spec (phase, batch, context or prefill_tokens).
   std::string phase;
   int batch = 0;
   int context = 0;

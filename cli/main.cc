@@ -11,9 +11,29 @@
 #include "cli/local.h"
 #include "cli/usage.h"
 
+namespace kiln::cli {
+
+// `kiln agent ...` is `kiln-agent ...` (the agent's offline tools, e.g. pretrain): found next to
+// this binary, in the build tree's agent/ folder, or on PATH.
+int RunAgentTool(char** argv) {
+  char self[4096] = {0};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, n) : "";
+  dir = dir.substr(0, dir.find_last_of('/') + 1);
+  argv[1] = const_cast<char*>("kiln-agent");
+  for (const std::string& path : {dir + "kiln-agent", dir + "../agent/kiln-agent"})
+    if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), argv + 1);
+  execvp("kiln-agent", argv + 1);
+  std::cerr << "kiln: agent: cannot run kiln-agent (not next to kiln nor on PATH)\n";
+  return 2;
+}
+
+}  // namespace kiln::cli
+
 int main(int argc, char** argv) {
   if (int rc = kiln::cli::MaybeRunTrialChild(argc, argv); rc >= 0) return rc;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "agent") return kiln::cli::RunAgentTool(argv);  // issue 3
   if (args.empty()) {
     std::cerr << kiln::cli::UsageText("");
     return 2;

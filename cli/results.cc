@@ -28,6 +28,29 @@ void WriteSamples(JsonWriter& w, const v1::Measurement& m) {
   w.EndArray();
 }
 
+bool IsModelResult(const v1::Job& job) {
+  return !job.spec().model().empty() || !job.spec().hf_config_json().empty();
+}
+
+// The tokens/s lines under a model job's table: estimate, measured step, LibTorch's step.
+std::string TokensPerSecondText(const v1::Job& job) {
+  const v1::StepResult& t = job.tokens_per_second();
+  auto tps = [](double v) { return v > 0 ? FormatFixed(v, 2) + " tokens/s" : std::string("-"); };
+  std::string out = "\ntokens/s  estimated " + tps(t.estimated()) + "  measured " +
+                    tps(t.measured()) + "  " +
+                    (t.baseline_name().empty() ? std::string("baseline") : t.baseline_name()) +
+                    " " + tps(t.baseline_measured());
+  if (t.measured() > 0 && t.baseline_measured() > 0) {
+    const double r = t.measured() / t.baseline_measured();
+    out += "  (" + FormatFixed(r, 2) + "x" + (r < 1 ? ", SLOWER end to end" : "") + ")";
+  }
+  out += "\n";
+  if (!t.note().empty()) out += "step: " + t.note() + "\n";
+  if (t.estimated() > 0 && t.measured() > 0 && t.measured() < 0.8 * t.estimated())
+    out += "note: the measured step is well below the estimate from per-operator timings\n";
+  return out;
+}
+
 }  // namespace
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
@@ -70,6 +93,9 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
   std::vector<TaskSummary> tasks = SummarizeTasks(results);
   if (tasks.empty()) return out + "no tasks\n";
   std::vector<Row> rows;
+  const bool model = IsModelResult(job);
+  double step_us = 0;
+  for (const TaskSummary& t : tasks) step_us += t.best ? t.count * t.best->median_us() : 0;
   for (const TaskSummary& t : tasks) {
     rows.push_back(
         {t.workload, std::to_string(t.count), std::to_string(t.ok) + "/" + std::to_string(t.failed),
@@ -78,11 +104,18 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
          t.best ? FormatFixed(t.best->gbytes_per_s(), 1) : "-",
          t.baseline ? t.baseline_name + " " + FormatMicros(t.baseline->median_us()) : "-",
          t.speedup ? FormatFixed(*t.speedup, 2) + "x" : "-"});
+    if (model)
+      rows.back().push_back(t.best && step_us > 0
+                                ? FormatFixed(100 * t.count * t.best->median_us() / step_us, 1) +
+                                      "%"
+                                : "-");
   }
   out += "\n";
-  out += FormatTable({"WORKLOAD", "COUNT", "OK/FAILED", "BEST (µs)", "GFLOP/s", "GB/s",
-                      "BASELINE (µs)", "SPEEDUP"},
-                     rows);
+  std::vector<std::string> header = {"WORKLOAD", "COUNT", "OK/FAILED",     "BEST (µs)",
+                                     "GFLOP/s",  "GB/s",  "BASELINE (µs)", "SPEEDUP"};
+  if (model) header.push_back("SHARE");
+  out += FormatTable(header, rows);
+  if (model) out += TokensPerSecondText(job);
   for (const TaskSummary& t : tasks) {
     if (!t.best) continue;
     std::string config = ConfigText(t.best_config);
@@ -143,6 +176,27 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     w.EndObject();
   }
   w.EndArray();
+  if (IsModelResult(job)) {  // {"estimated", "measured", "baseline": {"name", "measured"}}
+    const v1::StepResult& t = job.tokens_per_second();
+    auto num = [&w](double v) { v > 0 ? w.Number(v) : w.Null(); };
+    w.Key("tokens_per_second").BeginObject();
+    w.Key("estimated");
+    num(t.estimated());
+    w.Key("measured");
+    num(t.measured());
+    w.Key("baseline").BeginObject().Key("name").String(t.baseline_name()).Key("measured");
+    num(t.baseline_measured());
+    w.EndObject();
+    w.Key("speedup_vs_baseline");
+    num(t.baseline_measured() > 0 ? t.measured() / t.baseline_measured() : 0);
+    w.Key("layers_run").Int(t.layers_run()).Key("layers_total").Int(t.layers_total());
+    w.Key("note").String(t.note()).Key("max_error").Number(t.max_error());
+    w.Key("step_us");
+    num(t.step_us());
+    w.Key("baseline_step_us");
+    num(t.baseline_step_us());
+    w.EndObject();
+  }
   if (chip) {
     w.Key("chip");
     WriteChipJson(w, *chip);

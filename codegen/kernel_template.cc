@@ -5,6 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/cpu/gemm_template.h"
+#include "codegen/cpu/op_templates.h"
+#include "codegen/cuda/cuda_templates.h"
+#include "codegen/opencl/opencl_templates.h"
+#include "codegen/replay_template.h"
+#include "codegen/sim/sim_templates.h"
 #include "codegen/workload.h"
 
 namespace kiln::codegen {
@@ -38,9 +43,17 @@ struct Registered {
 };
 
 const std::vector<Registered>& Registry() {
-  static const std::vector<Registered>* const all = new std::vector<Registered>{
-      {"cpu", NewCpuGemmTemplate().release()},
-  };
+  static const std::vector<Registered>* const all = [] {
+    auto* r = new std::vector<Registered>{
+        {"cpu", NewCpuGemmTemplate().release()},
+    };
+    for (auto& t : NewCpuOpTemplates()) r->push_back({"cpu", t.release()});  // model operators
+    for (auto& t : NewOpenClTemplates()) r->push_back({"opencl", t.release()});
+    for (auto& t : NewCudaTemplates()) r->push_back({"cuda", t.release()});
+    for (auto& t : NewSimTemplates()) r->push_back({"sim", t.release()});
+    r->push_back({"replay", NewReplayTemplate().release()});  // recorded data sets (issue 3)
+    return r;
+  }();
   return *all;
 }
 
@@ -65,6 +78,7 @@ absl::StatusOr<const KernelTemplate*> FindTemplate(const v1::Workload& w,
 }
 
 absl::StatusOr<KnobSpace> SpaceFor(const v1::Workload& w, const v1::ChipFingerprint& chip) {
+  if (chip.kind() == "replay") return ReplaySpaceFromFingerprint(chip);  // space in fingerprint
   auto tmpl = FindTemplate(w, chip.kind());
   if (!tmpl.ok()) return tmpl.status();
   return (*tmpl)->Space(w, TraitsFromFingerprint(chip));

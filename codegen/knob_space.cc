@@ -39,6 +39,12 @@ absl::Status KnobSpace::Check(const Config& config) const {
   return absl::OkStatus();
 }
 
+bool KnobSpace::SatisfiesConstraints(const Config& config) const {
+  for (const auto& c : constraints_)
+    if (!c.holds(config)) return false;
+  return true;
+}
+
 uint64_t KnobSpace::CartesianSize() const {
   uint64_t n = 1;
   for (const auto& k : knobs_) n *= k.values.size();
@@ -111,6 +117,8 @@ ChipTraits TraitsFromFingerprint(const v1::ChipFingerprint& chip) {
   if (chip.l1d_bytes() > 0) t.l1d_bytes = chip.l1d_bytes();
   if (chip.l2_bytes() > 0) t.l2_bytes = chip.l2_bytes();
   if (chip.l3_bytes() > 0) t.l3_bytes = chip.l3_bytes();
+  if (chip.local_mem_bytes() > 0) t.local_mem_bytes = chip.local_mem_bytes();
+  if (chip.max_work_group_size() > 0) t.max_work_group_size = chip.max_work_group_size();
   return t;
 }
 

@@ -39,6 +39,9 @@ class KnobSpace {
   // constraint holds; otherwise names the knob or the broken rule.
   absl::Status Check(const Config& config) const;
   bool IsValid(const Config& config) const { return Check(config).ok(); }
+  // The constraints alone, for a config already known to hold one in-domain value per knob
+  // (fast: no messages are built). Enumeration and sampling use it.
+  bool SatisfiesConstraints(const Config& config) const;
 
   // Size of the Cartesian product of the domains.
   uint64_t CartesianSize() const;
@@ -67,6 +70,8 @@ struct ChipTraits {
   int64_t l1d_bytes = 32 << 10;
   int64_t l2_bytes = 1 << 20;
   int64_t l3_bytes = 8 << 20;
+  int64_t local_mem_bytes = 32 << 10;  // opencl/cuda: local (shared) memory per work-group
+  int64_t max_work_group_size = 256;   // opencl/cuda: most work-items per work-group
 };
 ChipTraits TraitsFromFingerprint(const v1::ChipFingerprint& chip);
 

@@ -6,9 +6,14 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libboost-dev libboost-system-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev
-  libopenblas-dev libsqlite3-dev libabsl-dev
+  libopenblas-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
+  pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo libclblast-dev
   python3 curl
+  libpq-dev postgresql prometheus
 )
+# kubectl (for `kubectl kustomize` in the tests): Debian's kubernetes-client, unless a kubectl
+# from another package is already there (the two conflict).
+command -v kubectl >/dev/null || PKGS+=(kubernetes-client)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "server/planner/planner.h"
+#include "server/planner/task_scheduler.h"
 #include "server/validate.h"
 
 namespace kiln::server {
@@ -60,11 +62,23 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   *job.mutable_spec() = spec;
   job.set_state(v1::QUEUED);
   job.set_created_unix_ms(clock_->NowMs());
-  v1::TaskResult* task = job.add_tasks();
-  *task->mutable_workload() = spec.workload();
-  task->set_workload_key(codegen::WorkloadKey(spec.workload()));
-  task->set_count(1);
-  task->set_trials_budget(spec.budget_trials());
+  if (IsModelJob(spec)) {  // one task per distinct workload of the model's step (issue 4)
+    ASSIGN_OR_RETURN(ModelPlan plan, PlanModelJob(spec));
+    *job.mutable_spec()->mutable_arch() = plan.arch;
+    for (const PlannedTask& t : plan.tasks) {
+      v1::TaskResult* task = job.add_tasks();
+      *task->mutable_workload() = t.workload;
+      task->set_workload_key(t.key);
+      task->set_count(t.count);
+      task->set_trials_budget(spec.budget_trials());  // a cap; the job's budget is shared
+    }
+  } else {
+    v1::TaskResult* task = job.add_tasks();
+    *task->mutable_workload() = spec.workload();
+    task->set_workload_key(codegen::WorkloadKey(spec.workload()));
+    task->set_count(1);
+    task->set_trials_budget(spec.budget_trials());
+  }
   entry->tasks.resize(job.tasks_size());
   entry->next_event_seq = clock_->NowMs() * 1000;
   WriteBatch batch;
@@ -184,11 +198,13 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
 
 void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   if (job.terminal() || job.job.state() == v1::QUEUED) return;
+  const bool model = IsModelJob(job.job.spec());
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     const TaskState& t = job.tasks[i];
     if (!t.baseline_created) return;
-    if (!t.exhausted && t.proposed < job.Budget(i)) return;
+    if (!model && !t.exhausted && t.proposed < job.Budget(i)) return;
   }
+  if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
   for (const auto& [id, trial] : job.trials)
     if (trial.state() != v1::DONE) return;
   for (const auto& task : job.job.tasks()) {

@@ -76,6 +76,8 @@ class Coordinator {
   void ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
                          const std::string& implementation, WriteBatch& batch);
   void MaybeFinishLocked(JobEntry& job, WriteBatch& batch);
+  // Model jobs: the estimated tokens/s after a task's best changed (and its gauge).
+  void UpdateBestTokensLocked(JobEntry& job);
   void FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,
                     WriteBatch& batch);
   void ExpireLeasesLocked(WriteBatch& batch);

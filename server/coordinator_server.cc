@@ -3,7 +3,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <prometheus/exposer.h>
 
 #include <atomic>
 #include <cstdio>
@@ -11,7 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/daemon.h"
+#include "common/metrics_http.h"
 #include "common/status.h"
+#include "server/metered_store.h"
+#include "server/rpc_interceptor.h"
 #include "server/services.h"
 
 namespace kiln::server {
@@ -23,16 +25,16 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
 
   absl::Status Start(const CoordinatorOptions& o) {
     ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(o.listen, "--listen"));
-    ASSIGN_OR_RETURN(store_, OpenStore(o.store, o.data_dir));
     metrics_ = std::make_unique<CoordinatorMetrics>();
+    agent_sink_ = metrics_->AgentSink("");  // for strategies made outside a job
+    agent::SetDefaultAgentMetrics(agent_sink_);
+    agent::SetModelDirectory(o.data_dir + "/models");  // policy checkpoints per task (issue 3)
+    ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(o.store, o.data_dir));
+    store_ = NewMeteredStore(std::move(store), metrics_.get());
     if (!o.metrics_listen.empty()) {
-      ASSIGN_OR_RETURN(HostPort m, ParseHostPort(o.metrics_listen, "--metrics-listen"));
-      RETURN_IF_ERROR(KILN_CATCH_AS_STATUS({
-        exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(m.host, ":", m.port));
-      }));
-      exposer_->RegisterCollectable(metrics_->registry());
-      auto ports = exposer_->GetListeningPorts();
-      metrics_port_ = ports.empty() ? 0 : ports[0];
+      ASSIGN_OR_RETURN(metrics_endpoint_,
+                       MetricsEndpoint::Start(o.metrics_listen, metrics_->registry()));
+      metrics_port_ = metrics_endpoint_->port();
     }
     CoreOptions core;
     core.lease_ttl_ms = o.lease_ttl_ms;
@@ -53,6 +55,9 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     builder.RegisterService(workers_.get());
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> icpt;
+    icpt.push_back(NewRpcMetricsInterceptor(metrics_.get()));
+    builder.experimental().SetInterceptorCreators(std::move(icpt));
     server_ = builder.BuildAndStart();
     if (!server_ || bound == 0)
       return absl::UnavailableError(
@@ -79,13 +84,16 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     if (core_) core_->Shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (ticker_.joinable()) ticker_.join();
+    if (agent_sink_ && agent::DefaultAgentMetrics() == agent_sink_)
+      agent::SetDefaultAgentMetrics(nullptr);
   }
 
  private:
   SystemClock clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<agent::AgentMetrics> agent_sink_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<Coordinator> core_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<WorkerServiceImpl> workers_;

@@ -40,6 +40,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   WriteBatch batch;
   batch.workers.push_back(info);
   RETURN_IF_ERROR(WriteLocked(batch));
+  if (metrics_) metrics_->WorkerRegistered(chip.chip_type(), info.name());
   UpdateGaugesLocked();
   v1::RegisterResponse out;
   out.set_worker_id(id);
@@ -150,6 +151,7 @@ void Coordinator::UpdateGaugesLocked() {
   std::map<std::string, double> queue;
   for (const auto& [id, job] : jobs_) {
     jobs_by_state[v1::JobState_Name(job->job.state())]++;
+    metrics_->SetJob(job->job, clock_->NowMs());
     const std::string& label =
         job->job.chip_type().empty() ? job->job.spec().chip() : job->job.chip_type();
     double waiting = 0;

@@ -5,6 +5,7 @@
 
 #include "common/daemon.h"
 #include "server/coordinator_server.h"
+#include "server/store/store.h"
 
 namespace {
 
@@ -65,7 +66,8 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "kiln-coordinator: serving on %s, metrics on :%d, store %s\n",
                (*running)->address().c_str(), (*running)->metrics_port(),
-               o.store.empty() ? (o.data_dir + "/kiln.db").c_str() : o.store.c_str());
+               o.store.empty() ? (o.data_dir + "/kiln.db").c_str()
+                               : kiln::server::RedactStoreSpec(o.store).c_str());
   int sig = kiln::WaitForTerminationSignal();
   std::fprintf(stderr, "kiln-coordinator: %s received, shutting down\n", strsignal(sig));
   (*running)->Shutdown();

@@ -6,9 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/cpu/op_templates.h"  // SafeDefaultConfig
 #include "codegen/kernel_template.h"
 #include "common/status.h"
 #include "server/coordinator.h"
+#include "server/planner/task_scheduler.h"
 #include "server/validate.h"
 
 namespace kiln::server {
@@ -30,13 +32,25 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     const v1::Workload& w = job.job.tasks(i).workload();
     ASSIGN_OR_RETURN(codegen::KnobSpace space, codegen::SpaceFor(w, chip));
-    for (const auto& [knob, value] : job.job.spec().pin()) RETURN_IF_ERROR(space.Pin(knob, value));
+    for (const auto& [knob, value] : job.job.spec().pin()) {
+      if (IsModelJob(job.job.spec()) && !space.FindKnob(knob)) continue;  // another op's knob
+      RETURN_IF_ERROR(space.Pin(knob, value));
+    }
     if (space.EnumerateValid(1).empty() && space.CartesianSize() < (1u << 22))
       return absl::InvalidArgumentError("no valid configuration is left after the pins");
     agent::StrategyContext ctx{std::move(space), w, chip, job.job.spec().seed() + i};
+    if (metrics_) ctx.metrics = metrics_->AgentSink(job.job.id());
     ASSIGN_OR_RETURN(job.tasks[i].strategy, agent::NewStrategy(job.job.spec().strategy(), ctx));
   }
   return absl::OkStatus();
+}
+
+void Coordinator::UpdateBestTokensLocked(JobEntry& job) {
+  if (!IsModelJob(job.job.spec())) return;
+  UpdateEstimate(job);
+  const double tps = job.job.tokens_per_second().estimated();
+  if (metrics_ && tps > 0 && job.job.tokens_per_second().measured() <= 0)
+    metrics_->SetBestTokensPerSecond(job.job.id(), tps);
 }
 
 v1::Trial& Coordinator::NewTrialLocked(JobEntry& job, int task, v1::TrialKind kind) {
@@ -67,18 +81,42 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
       return &NewTrialLocked(job, i, v1::BASELINE);
     }
   }
+  const bool model = IsModelJob(job.job.spec());
+  if (model && StepDue(job)) {  // every budget spent: run the composed step (issue 4)
+    v1::Trial& step = NewTrialLocked(job, 0, v1::STEP);
+    *step.mutable_step() = BuildStepRequest(job);
+    return &step;
+  }
   for (int cached = 0; cached < kMaxCachedPerCall;) {
-    // The task furthest behind its budget share goes first.
+    // Model jobs: the task with the largest expected gain in tokens/s (Ansor's rule); single
+    // operators: the task furthest behind its budget share.
     int pick = -1;
     double least = 2;
-    for (size_t i = 0; i < job.tasks.size(); ++i) {
+    for (size_t i = 0; i < job.tasks.size() && !model; ++i) {
       const TaskState& t = job.tasks[i];
       double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
       if (!t.exhausted && t.proposed < job.Budget(i) && used < least) least = used, pick = i;
     }
+    if (model) pick = PickModelTask(job);
     if (pick < 0) return nullptr;
     TaskState& task = job.tasks[pick];
+    if (model && task.proposed == 0) {  // a model task's first trial: its template's safe default
+      auto space = codegen::SpaceFor(job.job.tasks(pick).workload(), job.job.chip());
+      codegen::Config safe = space.ok() ? codegen::SafeDefaultConfig(*space) : codegen::Config{};
+      bool pinned_ok = true;
+      for (const auto& [knob, value] : job.job.spec().pin())
+        if (safe.count(knob)) pinned_ok = pinned_ok && safe[knob] == value;
+      if (!safe.empty() && pinned_ok) {
+        task.strategy->Exclude(safe);
+        task.proposed++;
+        v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);
+        *trial.mutable_config() = codegen::ToProto(safe);
+        return &trial;
+      }
+    }
+    auto propose_start = std::chrono::steady_clock::now();
     std::vector<codegen::Config> configs = task.strategy->Propose(1);
+    if (metrics_) metrics_->Proposed(task.strategy->name(), configs.size(), propose_start);
     if (configs.empty()) {
       task.exhausted = true;
       continue;
@@ -168,11 +206,16 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   trial.set_state(v1::DONE);
   *trial.mutable_measurement() = m;
   batch.trials.push_back(trial);
+  if (trial.kind() == v1::STEP) {  // the composed step's measured tokens/s
+    ApplyStepResult(job, m);
+    if (metrics_ && job.job.tokens_per_second().measured() > 0)
+      metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
+    PushEventLocked(job, v1::JobEvent::PROGRESS);
+    return;
+  }
   v1::TaskResult* task = job.job.mutable_tasks(trial.task_index());
   const std::string chip_type = job.job.chip_type();
-  if (metrics_ && !m.from_cache())
-    metrics_->TrialFinished(chip_type, v1::MeasurementStatus_Name(m.status()),
-                            m.compile_seconds() + m.measure_seconds());
+  if (metrics_ && !m.from_cache()) metrics_->TrialFinished(chip_type, m);
   if (trial.kind() == v1::BASELINE) {
     task->set_baseline_name(implementation.empty() ? "baseline" : implementation);
     *task->mutable_baseline() = m;
@@ -184,6 +227,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     if (m.status() == v1::OK && (!task->has_best() || m.median_us() < task->best().median_us())) {
       *task->mutable_best() = m;
       *task->mutable_best_config() = trial.config();
+      UpdateBestTokensLocked(job);
       PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);
     }
     return;
@@ -222,6 +266,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   } else if (better) {
     *task->mutable_best() = m;
     *task->mutable_best_config() = trial.config();
+    UpdateBestTokensLocked(job);
     PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);
   } else {
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());

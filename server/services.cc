@@ -1,28 +1,21 @@
 #include "server/services.h"
 
-#include <chrono>
-
 #include "server/grpc_status.h"
 
 namespace kiln::server {
 namespace {
 
-// Runs one RPC body, converts its status and counts it in kiln_rpc_requests_total.
+// Runs one RPC body and converts its status; RPCs are counted by the server interceptor
+// (server/rpc_interceptor.h).
 template <typename Fn>
-grpc::Status Handle(CoordinatorMetrics* metrics, const char* method, Fn&& body) {
-  auto start = std::chrono::steady_clock::now();
+grpc::Status Handle(const char* method, Fn&& body) {
   absl::Status s;
   try {
     s = body();
   } catch (const std::exception& e) {
     s = absl::InternalError(std::string(method) + ": " + e.what());
   }
-  grpc::Status g = ToGrpc(s);
-  if (metrics)
-    metrics->RpcFinished(
-        method, absl::StatusCodeToString(s.code()),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return g;
+  return ToGrpc(s);
 }
 
 // Copies a StatusOr's value into `out` or returns its error.
@@ -37,18 +30,18 @@ absl::Status Assign(absl::StatusOr<T> v, U* out) {
 
 grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
                                           v1::SubmitJobResponse* resp) {
-  return Handle(metrics_, "SubmitJob",
+  return Handle("SubmitJob",
                 [&] { return Assign(core_->SubmitJob(req->spec()), resp->mutable_job_id()); });
 }
 
 grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
                                        v1::Job* resp) {
-  return Handle(metrics_, "GetJob", [&] { return Assign(core_->GetJob(req->job_id()), resp); });
+  return Handle("GetJob", [&] { return Assign(core_->GetJob(req->job_id()), resp); });
 }
 
 grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
                                          v1::ListJobsResponse* resp) {
-  return Handle(metrics_, "ListJobs", [&] {
+  return Handle("ListJobs", [&] {
     if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
     for (auto& j : core_->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
     return absl::OkStatus();
@@ -57,7 +50,7 @@ grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJob
 
 grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                          grpc::ServerWriter<v1::JobEvent>* writer) {
-  return Handle(metrics_, "WatchJob", [&]() -> absl::Status {
+  return Handle("WatchJob", [&]() -> absl::Status {
     int64_t seq = 0;
     while (!ctx->IsCancelled() && !stopping_) {
       auto events = core_->WaitEvents(req->job_id(), seq, 1000);
@@ -78,7 +71,7 @@ grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Wat
 
 grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
                                           v1::CancelJobResponse* resp) {
-  return Handle(metrics_, "CancelJob", [&] {
+  return Handle("CancelJob", [&] {
     auto state = core_->CancelJob(req->job_id());
     if (!state.ok()) return state.status();
     resp->set_state(*state);
@@ -88,13 +81,12 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::Cancel
 
 grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext*, const v1::GetResultsRequest* req,
                                            v1::GetResultsResponse* resp) {
-  return Handle(metrics_, "GetResults",
-                [&] { return Assign(core_->GetResults(req->job_id()), resp); });
+  return Handle("GetResults", [&] { return Assign(core_->GetResults(req->job_id()), resp); });
 }
 
 grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
                                             v1::ListWorkersResponse* resp) {
-  return Handle(metrics_, "ListWorkers", [&] {
+  return Handle("ListWorkers", [&] {
     for (auto& w : core_->ListWorkers()) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
@@ -102,7 +94,7 @@ grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext*, const v1::List
 
 grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::LookupBestRequest* req,
                                            v1::LookupBestResponse* resp) {
-  return Handle(metrics_, "LookupBest", [&] {
+  return Handle("LookupBest", [&] {
     auto records = core_->LookupBest(*req);
     if (!records.ok()) return records.status();
     for (auto& r : *records) *resp->add_records() = std::move(r);
@@ -112,36 +104,35 @@ grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::Looku
 
 grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext*, const v1::ExportKernelsRequest*,
                                               v1::ExportKernelsResponse*) {
-  return Handle(metrics_, "ExportKernels",
+  return Handle("ExportKernels",
                 [&] { return absl::UnimplementedError("ExportKernels is not implemented yet"); });
 }
 
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* req,
                                          v1::RegisterResponse* resp) {
-  return Handle(metrics_, "Register", [&] { return Assign(core_->Register(*req), resp); });
+  return Handle("Register", [&] { return Assign(core_->Register(*req), resp); });
 }
 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
-  return Handle(metrics_, "Heartbeat", [&] { return Assign(core_->Heartbeat(*req), resp); });
+  return Handle("Heartbeat", [&] { return Assign(core_->Heartbeat(*req), resp); });
 }
 
 grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext*, const v1::LeaseTrialsRequest* req,
                                             v1::LeaseTrialsResponse* resp) {
-  return Handle(metrics_, "LeaseTrials", [&] { return Assign(core_->LeaseTrials(*req), resp); });
+  return Handle("LeaseTrials", [&] { return Assign(core_->LeaseTrials(*req), resp); });
 }
 
 grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext*,
                                               const v1::ReportResultsRequest* req,
                                               v1::ReportResultsResponse* resp) {
-  return Handle(metrics_, "ReportResults",
-                [&] { return Assign(core_->ReportResults(*req), resp); });
+  return Handle("ReportResults", [&] { return Assign(core_->ReportResults(*req), resp); });
 }
 
 grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext*,
                                               const v1::ReleaseTrialsRequest* req,
                                               v1::ReleaseTrialsResponse*) {
-  return Handle(metrics_, "ReleaseTrials", [&] { return core_->ReleaseTrials(*req); });
+  return Handle("ReleaseTrials", [&] { return core_->ReleaseTrials(*req); });
 }
 
 }  // namespace kiln::server

@@ -8,6 +8,8 @@
 #include "agent/strategy.h"
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
+#include "common/status.h"
+#include "server/planner/planner.h"
 
 namespace kiln::server {
 namespace {
@@ -21,14 +23,48 @@ bool IsHexId(const std::string& id, char prefix) {
 
 }  // namespace
 
-absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  if (!spec.model().empty())
+bool IsModelJob(const v1::JobSpec& spec) {
+  return !spec.model().empty() || !spec.hf_config_json().empty();
+}
+
+absl::Status ValidateModelJobSpec(const v1::JobSpec& spec) {
+  if (spec.has_workload())
     return absl::InvalidArgumentError(
-        "model: whole-model jobs are not supported by this coordinator yet; submit an operator "
-        "(--op with --shape)");
+        "workload: a model job (model or hf_config_json) takes no operator workload");
+  if (spec.hf_config_json().size() > (1 << 20))
+    return absl::InvalidArgumentError("hf_config_json: larger than 1 MiB");
+  ASSIGN_OR_RETURN(ModelPlan plan, PlanModelJob(spec));
+  RETURN_IF_ERROR(ValidateCommon(spec));
+  const std::string kind = spec.chip().substr(0, spec.chip().find('-'));
+  bool pinned_somewhere = spec.pin().empty();
+  for (const PlannedTask& t : plan.tasks) {
+    auto tmpl = codegen::FindTemplate(t.workload, kind);
+    if (tmpl.status().code() == absl::StatusCode::kNotFound)
+      return absl::InvalidArgumentError(absl::StrCat("model: ", tmpl.status().message()));
+    if (!tmpl.ok()) continue;
+    codegen::KnobSpace space = (*tmpl)->Space(t.workload, codegen::ChipTraits{});
+    for (const auto& [knob, value] : spec.pin())
+      pinned_somewhere |= space.FindKnob(knob) != nullptr;
+  }
+  if (!pinned_somewhere)
+    return absl::InvalidArgumentError("pin: no operator of the model has the pinned knobs");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (IsModelJob(spec)) return ValidateModelJobSpec(spec);
+  if (!spec.phase().empty() || spec.batch() != 0 || spec.context() != 0 ||
+      spec.prefill_tokens() != 0 || spec.dtype() != v1::DTYPE_UNSPECIFIED)
+    return absl::InvalidArgumentError(
+        "phase/batch/context/prefill_tokens/dtype: apply to model jobs (model or hf_config_json); "
+        "an operator job's dtype is workload.dtype");
   if (!spec.has_workload())
     return absl::InvalidArgumentError("workload: an operator workload (op and shape) is required");
   if (auto s = codegen::ValidateWorkload(spec.workload(), "workload"); !s.ok()) return s;
+  return ValidateCommon(spec);
+}
+
+absl::Status ValidateCommon(const v1::JobSpec& spec) {
   if (spec.chip().empty())
     return absl::InvalidArgumentError(
         "chip: a chip-type label prefix is required (e.g. cpu, cpu-x86_64-avx512)");
@@ -48,6 +84,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.priority() < -100 || spec.priority() > 100)
     return absl::InvalidArgumentError(
         absl::StrCat("priority: must be in -100..100, got ", spec.priority()));
+  if (IsModelJob(spec)) return absl::OkStatus();
   std::string kind = spec.chip().substr(0, spec.chip().find('-'));
   auto tmpl = codegen::FindTemplate(spec.workload(), kind);
   if (tmpl.status().code() == absl::StatusCode::kNotFound)  // the kind is known, the op is not
@@ -67,6 +104,14 @@ void NormalizeJobSpec(v1::JobSpec* spec, uint64_t entropy) {
   if (spec->budget_trials() == 0) spec->set_budget_trials(64);
   if (spec->strategy().empty()) spec->set_strategy("default");
   if (spec->seed() == 0) spec->set_seed(entropy | 1);
+  if (IsModelJob(*spec)) {
+    if (spec->phase().empty()) spec->set_phase("decode");
+    if (spec->batch() == 0) spec->set_batch(1);
+    if (spec->phase() == "decode" && spec->context() == 0) spec->set_context(1024);
+    if (spec->phase() == "prefill" && spec->prefill_tokens() == 0) spec->set_prefill_tokens(512);
+    if (spec->dtype() == v1::DTYPE_UNSPECIFIED) spec->set_dtype(v1::FP32);
+    return;
+  }
   if (spec->workload().dtype() == v1::DTYPE_UNSPECIFIED)
     spec->mutable_workload()->set_dtype(v1::FP32);
 }

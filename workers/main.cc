@@ -8,10 +8,14 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kiln-worker --coordinator HOST:PORT --device cpu\n"
+    "usage: kiln-worker --coordinator HOST:PORT\n"
+    "                   --device cpu | opencl[:N] | cuda[:N] | sim:NAME | replay:PATH\n"
     "                   [--metrics-listen HOST:PORT] [--name NAME]\n"
     "                   [--trial-timeout SECONDS] [--trial-memory-mb MB] [--compile-ahead N]\n"
-    "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen 0.0.0.0:9465\n";
+    "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen 0.0.0.0:9465\n"
+    "devices: opencl:N is the N-th OpenCL device over all platforms (PoCL: the CPU); cuda:N the\n"
+    "         N-th NVIDIA GPU; sim:systolic-RxC[-<S>kb][-<B>gbs][-<F>mhz] a simulated systolic\n"
+    "         array (e.g. sim:systolic-128x128); see docs/backends.md\n";
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "workers/sandbox.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "common/subprocess.h"
+#include "hardware/cpu/step_runner.h"
 #include "workers/worker.h"
 
 namespace kiln::workers {
@@ -50,6 +52,47 @@ v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLim
   return m;
 }
 
+// A STEP trial (issue 4): compile every task's best kernel here, then run the composed step,
+// Kiln's kernels and LibTorch's side by side, in the sandboxed child.
+TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::SandboxRequest req,
+                          const SandboxLimits& limits) {
+  TrialOutcome out;
+  out.implementation = "kiln-step";
+  const v1::ChipFingerprint& chip = device.Fingerprint();
+  if (chip.kind() != "cpu") {
+    out.measurement = Failed(v1::UNSUPPORTED, "the step runner exists for the cpu device only");
+    return out;
+  }
+  v1::StepRequest step = trial.step();
+  double compile_seconds = 0;
+  for (v1::StepKernel& k : *step.mutable_kernels()) {
+    auto tmpl = codegen::FindTemplate(k.workload(), chip.kind());
+    if (!tmpl.ok()) {
+      out.measurement = Failed(v1::UNSUPPORTED, std::string(tmpl.status().message()));
+      return out;
+    }
+    auto kernel = (*tmpl)->Render(k.workload(), codegen::FromProto(k.config()),
+                                  codegen::TraitsFromFingerprint(chip));
+    auto compiled = kernel.ok() ? device.Compile(*kernel)
+                                : absl::StatusOr<hardware::CompiledKernel>(kernel.status());
+    if (!compiled.ok()) {
+      out.measurement = Failed(v1::COMPILE_ERROR, std::string(compiled.status().message()));
+      return out;
+    }
+    k.set_artifact(compiled->artifact);
+    k.set_entry(compiled->entry);
+    compile_seconds += compiled->compile_seconds;
+  }
+  if (step.layers() <= 0) step.set_layers(hardware::DefaultStepLayers(step.arch(), step.dtype()));
+  *req.mutable_step() = step;
+  SandboxLimits step_limits = limits;  // a step holds N layers of weights and runs both backends
+  step_limits.timeout_seconds = std::max(limits.timeout_seconds, 900.0);
+  step_limits.memory_bytes = std::max<long long>(limits.memory_bytes, 64LL << 30);
+  out.measurement = RunSandboxed(req, step_limits);
+  out.measurement.set_compile_seconds(compile_seconds);
+  return out;
+}
+
 TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
                       const v1::Trial& trial, const SandboxLimits& limits) {
   TrialOutcome out;
@@ -60,6 +103,7 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   req.set_kind(trial.kind());
   req.set_seed(1);
   req.set_max_seconds(1.0);
+  if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {
     out.measurement = Failed(v1::UNSUPPORTED, "this device does not support the workload");
     return out;
@@ -114,7 +158,20 @@ int TrialChildMain() {
   if (req.max_seconds() > 0) opts.max_seconds = req.max_seconds();
   opts.seed = req.seed();
   v1::Measurement m;
-  if (req.kind() == v1::BASELINE) {
+  if (req.kind() == v1::STEP) {
+    hardware::StepOptions step_opts;
+    step_opts.seed = req.seed();
+    auto r = hardware::RunCpuStep(req.step(), req.chip(), step_opts);
+    if (r.ok()) {
+      m.set_status(v1::OK);
+      m.set_median_us(r->step_us());
+      for (double s : r->samples_us()) m.add_samples_us(s);
+      *m.mutable_step() = *r;
+    } else {
+      m.set_status(v1::CRASHED);
+      m.set_message(absl::StrCat("step: ", r.status().message()));
+    }
+  } else if (req.kind() == v1::BASELINE) {
     m = (*device)->MeasureBaseline(req.workload(), opts);
   } else {
     hardware::CompiledKernel k;

@@ -30,12 +30,9 @@ WorkerMetrics::WorkerMetrics(const std::string& chip_type)
 
 absl::Status WorkerMetrics::Serve(const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();
-  auto hp = ParseHostPort(listen, "--metrics-listen");
-  if (!hp.ok()) return hp.status();
-  RETURN_IF_ERROR(KILN_CATCH_AS_STATUS({
-    exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(hp->host, ":", hp->port));
-  }));
-  exposer_->RegisterCollectable(registry_);
+  auto endpoint = MetricsEndpoint::Start(listen, registry_);
+  if (!endpoint.ok()) return endpoint.status();
+  endpoint_ = std::move(*endpoint);
   return absl::OkStatus();
 }
 

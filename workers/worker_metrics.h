@@ -2,7 +2,6 @@
 #pragma once
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http.h"
 
 namespace kiln::workers {
 
@@ -26,7 +26,7 @@ class WorkerMetrics {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsEndpoint> endpoint_;
   std::string chip_type_;
   prometheus::Family<prometheus::Counter>& trials_;
   prometheus::Family<prometheus::Histogram>& phase_;

@@ -2,17 +2,48 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/store/sqlite/sqlite_store.h"
+#ifdef KILN_WITH_POSTGRES
+#include "server/store/postgres/postgres_store.h"
+#endif
 
 namespace kiln::server {
 
+bool IsPostgresSpec(const std::string& spec) {
+  return absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://");
+}
+
+std::string RedactStoreSpec(const std::string& spec) {
+  if (!IsPostgresSpec(spec)) return spec;
+  std::string out = spec;
+  size_t scheme = out.find("://") + 3;
+  size_t at = out.find('@', scheme);
+  size_t colon = out.find(':', scheme);
+  if (at != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p)) {
+    p += 9;
+    size_t end = out.find('&', p);
+    out.replace(p, end == std::string::npos ? std::string::npos : end - p, "***");
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
                                                  const std::string& data_dir) {
-  if (absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://"))
+  if (IsPostgresSpec(spec)) {
+#ifdef KILN_WITH_POSTGRES
+    return NewPostgresStore(spec);
+#else
     return absl::UnimplementedError(
-        "--store: PostgreSQL is not built into this coordinator yet; use sqlite:PATH");
+        "--store: this coordinator was built without PostgreSQL (libpq-dev was missing or "
+        "KILN_WITH_POSTGRES=OFF); install libpq-dev and rebuild, or use sqlite:PATH");
+#endif
+  }
   std::string path = spec;
   if (absl::StartsWith(path, "sqlite:")) path = path.substr(7);
   if (path.empty()) {

@@ -40,8 +40,13 @@ class Store {
                                                                    int k) = 0;
 };
 
-// "sqlite:PATH", a plain path, or "" (DATA_DIR/kiln.db). PostgreSQL comes with a later issue.
+// "sqlite:PATH", a plain path, "" (DATA_DIR/kiln.db), or a PostgreSQL URI
+// "postgresql://USER@HOST:PORT/DB" (UNIMPLEMENTED when built without KILN_WITH_POSTGRES).
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
                                                  const std::string& data_dir);
+
+bool IsPostgresSpec(const std::string& spec);
+// The spec with any password replaced by "***", for logs and messages.
+std::string RedactStoreSpec(const std::string& spec);
 
 }  // namespace kiln::server

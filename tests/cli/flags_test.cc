@@ -168,6 +168,9 @@ TEST(FlagsTest, ModelJobs) {
   EXPECT_EQ(inv.phase, "decode");
   EXPECT_EQ(inv.batch, 1);
   EXPECT_EQ(inv.context, 2048);
+  EXPECT_EQ(inv.spec.phase(), "decode");
+  EXPECT_EQ(inv.spec.batch(), 1);
+  EXPECT_EQ(inv.spec.context(), 2048);
   EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--phase", "train"}),
               HasSubstr("--phase"));
   EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--context", "0"}),
@@ -177,7 +180,8 @@ TEST(FlagsTest, ModelJobs) {
   std::ofstream(path) << "{\"hidden_size\": 4096}";
   Invocation hf;
   ASSERT_TRUE(Parse({"submit", "--hf-config", path, "--chip", "cpu"}, &hf).ok());
-  EXPECT_EQ(hf.spec.model(), "hf-config:" + path);
+  EXPECT_TRUE(hf.spec.model().empty());
+  EXPECT_EQ(hf.spec.hf_config_json(), "{\"hidden_size\": 4096}");  // the text, not the path
   std::remove(path.c_str());
   EXPECT_THAT(Error({"submit", "--hf-config", "/nonexistent/config.json", "--chip", "cpu"}),
               HasSubstr("--hf-config: cannot read '/nonexistent/config.json'"));

@@ -159,12 +159,17 @@ TEST(FindTemplateTest, LooksUpByOpAndChipKind) {
   EXPECT_EQ((*t)->name(), "cpu-gemm");
   EXPECT_EQ(FindTemplate(Gemm("M=8,N=64,K=64"), "quantum").status().code(),
             absl::StatusCode::kUnimplemented);
-  v1::Workload norm;
-  norm.set_op(v1::RMSNORM);
-  EXPECT_EQ(FindTemplate(norm, "cpu").status().code(), absl::StatusCode::kNotFound);
   v1::Workload bias = Gemm("M=8,N=64,K=64");
   bias.set_epilogue("bias");
-  EXPECT_EQ(FindTemplate(bias, "cpu").status().code(), absl::StatusCode::kNotFound);
+  auto fused = FindTemplate(bias, "cpu");
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_EQ((*fused)->name(), "cpu-gemm-epilogue");
+  v1::Workload norm;
+  norm.set_op(v1::RMSNORM);  // no dims: no template supports an invalid workload
+  EXPECT_EQ(FindTemplate(norm, "cpu").status().code(), absl::StatusCode::kNotFound);
+  auto wide = FindTemplate(*ParseWorkload("rope", "T=1,H=2,D=2048"), "cpu");
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(wide.status().message().find("cpu-rope"), std::string::npos) << wide.status();
 }
 
 TEST(FindTemplateTest, SpaceForUsesTheFingerprint) {

@@ -88,13 +88,16 @@ TEST_F(CpuDeviceTest, FingerprintIsPlausible) {
   EXPECT_LE(fp.l3_bytes(), std::max<int64_t>(32LL << 20, fp.cores() * (16LL << 20)));
 }
 
-TEST_F(CpuDeviceTest, SupportsFp32GemmOnly) {
+TEST_F(CpuDeviceTest, SupportsWhatItHasTemplatesFor) {
   EXPECT_TRUE(device_->Supports(Gemm("M=8,N=64,K=64")));
   v1::Workload bias = Gemm("M=8,N=64,K=64");
   bias.set_epilogue("bias");
-  EXPECT_FALSE(device_->Supports(bias));
+  EXPECT_TRUE(device_->Supports(bias));
+  // A valid workload no CPU template covers: rope over heads wider than 1024.
+  v1::Workload wide = *codegen::ParseWorkload("rope", "T=1,H=2,D=2048");
+  EXPECT_FALSE(device_->Supports(wide));
   CompiledKernel none;
-  EXPECT_EQ(device_->Measure(bias, none, Quick()).status(), v1::UNSUPPORTED);
+  EXPECT_EQ(device_->Measure(wide, none, Quick()).status(), v1::UNSUPPORTED);
   EXPECT_EQ(device_->BaselineName(Gemm("M=8,N=64,K=64")), "openblas-sgemm");
 }
 
