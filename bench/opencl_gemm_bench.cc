@@ -84,9 +84,10 @@ int Run() {
     return 2;
   }
   std::printf(
-      "best of %d random configurations (%.0f s): %s %.0f us, %.2fx the default, "
+      "best of %zu %s configurations (%.0f s): %s %.0f us, %.2fx the default, "
       "%.2fx %s\n",
-      g_trials, secs, codegen::ConfigKey(best).c_str(), best_us, base.median_us() / best_us,
+      configs.size(), g_configs.empty() ? "random" : "given", secs,
+      codegen::ConfigKey(best).c_str(), best_us, base.median_us() / best_us,
       blas.median_us() / best_us, d.BaselineName(w).c_str());
   const bool met = base.median_us() / best_us >= 3.0;
   std::printf("target: tuned >= 3x the default: %s\n", met ? "met" : "NOT met");

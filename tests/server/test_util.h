@@ -4,16 +4,33 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kiln/v1/types.pb.h"
 #include "server/store/store.h"
 
 namespace kiln::server::testing {
 
+// Directories made by TempDir(), removed when the test program exits.
+inline std::vector<std::string>& TempDirs() {
+  static auto* dirs = [] {
+    auto* v = new std::vector<std::string>();
+    std::atexit([] {
+      std::error_code ec;
+      for (const auto& d : TempDirs()) std::filesystem::remove_all(d, ec);
+    });
+    return v;
+  }();
+  return *dirs;
+}
+
 inline std::string TempDir() {
   char tmpl[] = "/tmp/kiln-test-XXXXXX";
-  return mkdtemp(tmpl);
+  std::string dir = mkdtemp(tmpl);
+  TempDirs().push_back(dir);
+  return dir;
 }
 
 inline v1::ChipFingerprint CpuChip() {
