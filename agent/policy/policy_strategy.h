@@ -15,8 +15,8 @@ struct PolicyOptions {
   int pool_policy = 384;       // policy samples screened per refresh
   int pool_uniform = 64;       // uniform samples screened per refresh
   int neighbours_of = 4;       // best results whose one-knob neighbourhoods are screened
-  double explore = 0.1;        // share of proposals drawn from the policy unscreened
-  double kappa = 0.5;          // screening by lower confidence bound: mean - kappa * spread
+  double explore = 0.2;        // share of proposals drawn from the policy unscreened
+  double kappa = 2.0;          // screening by lower confidence bound: mean - kappa * spread
   double explore_uniform = 0;  // share of proposals drawn uniformly at random
   int bootstrap = 1;           // cost-model members train on bootstrap subsets of the results
   int thompson = 0;            // screen with one member per refresh (Thompson-style) instead
