@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "agent/indexed_strategy.h"
+
 namespace kiln::agent {
 namespace {
 
@@ -15,23 +17,11 @@ constexpr double kFinalTemperature = 0.01;
 constexpr double kCooling = 0.985;
 constexpr int kMoveTries = 200;
 
-class AnnealingStrategy final : public Strategy {
+class AnnealingStrategy final : public IndexedStrategy {
  public:
-  explicit AnnealingStrategy(StrategyContext c)
-      : index_(IndexFor(c)), ledger_(index_), rng_(c.seed) {}
+  explicit AnnealingStrategy(StrategyContext c) : IndexedStrategy(c) {}
 
   std::string name() const override { return "annealing"; }
-
-  std::vector<codegen::Config> Propose(int n) override {
-    std::vector<codegen::Config> out;
-    while (static_cast<int>(out.size()) < n) {
-      Row r;
-      if (!NextRow(&r)) break;
-      ledger_.MarkSeen(r);
-      out.push_back(index_->ToConfig(r));
-    }
-    return out;
-  }
 
   void Observe(const std::vector<Observation>& results) override {
     for (const auto& o : results) {
@@ -44,11 +34,6 @@ class AnnealingStrategy final : public Strategy {
       Step(res);
       temperature_ = std::max(kFinalTemperature, temperature_ * kCooling);
     }
-  }
-
-  void Exclude(const codegen::Config& config) override {
-    Row r;
-    if (index_->FromConfig(config, &r)) ledger_.MarkSeen(r);
   }
 
  private:
@@ -69,7 +54,7 @@ class AnnealingStrategy final : public Strategy {
 
   // An unseen single-knob move from the current state (known neighbours are stepped through
   // for free), else a random unseen configuration as a restart.
-  bool NextRow(Row* out) {
+  bool NextRow(Row* out) override {
     if (has_current_) {
       for (int t = 0; t < kMoveTries; ++t) {
         Row r = current_;
@@ -98,9 +83,6 @@ class AnnealingStrategy final : public Strategy {
     return ledger_.RandomUnseen(rng_, out);
   }
 
-  std::shared_ptr<const SpaceIndex> index_;
-  Ledger ledger_;
-  std::mt19937_64 rng_;
   bool has_current_ = false;
   Row current_;
   double energy_ = 0;

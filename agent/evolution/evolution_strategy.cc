@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "agent/indexed_strategy.h"
+
 namespace kiln::agent {
 namespace {
 
@@ -14,23 +16,11 @@ constexpr int kPopulation = 24;
 constexpr int kTournament = 3;
 constexpr int kBreedTries = 64;
 
-class EvolutionStrategy final : public Strategy {
+class EvolutionStrategy final : public IndexedStrategy {
  public:
-  explicit EvolutionStrategy(StrategyContext c)
-      : index_(IndexFor(c)), ledger_(index_), rng_(c.seed) {}
+  explicit EvolutionStrategy(StrategyContext c) : IndexedStrategy(c) {}
 
   std::string name() const override { return "evolution"; }
-
-  std::vector<codegen::Config> Propose(int n) override {
-    std::vector<codegen::Config> out;
-    while (static_cast<int>(out.size()) < n) {
-      Row r;
-      if (!Breed(&r) && !ledger_.RandomUnseen(rng_, &r)) break;
-      ledger_.MarkSeen(r);
-      out.push_back(index_->ToConfig(r));
-    }
-    return out;
-  }
 
   void Observe(const std::vector<Observation>& results) override {
     for (const auto& o : results) {
@@ -42,10 +32,8 @@ class EvolutionStrategy final : public Strategy {
     }
   }
 
-  void Exclude(const codegen::Config& config) override {
-    Row r;
-    if (index_->FromConfig(config, &r)) ledger_.MarkSeen(r);
-  }
+ protected:
+  bool NextRow(Row* r) override { return Breed(r) || ledger_.RandomUnseen(rng_, r); }
 
  private:
   static bool Fitter(const Ledger::Result& a, const Ledger::Result& b) {
@@ -102,9 +90,6 @@ class EvolutionStrategy final : public Strategy {
     (*r)[k] = v;
   }
 
-  std::shared_ptr<const SpaceIndex> index_;
-  Ledger ledger_;
-  std::mt19937_64 rng_;
   std::vector<Ledger::Result> population_;  // best first
 };
 

@@ -4,14 +4,16 @@
 #include <numeric>
 #include <random>
 
+#include "agent/indexed_strategy.h"
+
 namespace kiln::agent {
 namespace {
 
 // Random search without replacement: a shuffled order of the enumerated valid configurations,
 // or rejection sampling when the space is too large to enumerate.
-class RandomStrategy final : public Strategy {
+class RandomStrategy final : public IndexedStrategy {
  public:
-  explicit RandomStrategy(StrategyContext c) : index_(IndexFor(c)), ledger_(index_), rng_(c.seed) {
+  explicit RandomStrategy(StrategyContext c) : IndexedStrategy(c) {
     if (index_->enumerated()) {
       order_.resize(index_->rows().size());
       std::iota(order_.begin(), order_.end(), 0);
@@ -21,38 +23,25 @@ class RandomStrategy final : public Strategy {
 
   std::string name() const override { return "random"; }
 
-  std::vector<codegen::Config> Propose(int n) override {
-    std::vector<codegen::Config> out;
-    if (index_->enumerated()) {
-      while (static_cast<int>(out.size()) < n && next_ < order_.size()) {
-        const Row& r = index_->rows()[order_[next_++]];
-        if (ledger_.Seen(r)) continue;
-        ledger_.MarkSeen(r);
-        out.push_back(index_->ToConfig(r));
-      }
-      return out;
-    }
-    Row r;
-    for (int tries = 0; static_cast<int>(out.size()) < n && tries < 100; ++tries) {
-      if (!index_->SampleUniform(rng_, &r)) break;
-      if (ledger_.Seen(r)) continue;
-      ledger_.MarkSeen(r);
-      out.push_back(index_->ToConfig(r));
-    }
-    return out;
-  }
-
   void Observe(const std::vector<Observation>&) override {}
 
-  void Exclude(const codegen::Config& config) override {
-    Row r;
-    if (index_->FromConfig(config, &r)) ledger_.MarkSeen(r);
+ protected:
+  bool NextRow(Row* r) override {
+    if (index_->enumerated()) {
+      while (next_ < order_.size()) {
+        *r = index_->rows()[order_[next_++]];
+        if (!ledger_.Seen(*r)) return true;
+      }
+      return false;
+    }
+    for (int tries = 0; tries < 100; ++tries) {
+      if (!index_->SampleUniform(rng_, r)) return false;
+      if (!ledger_.Seen(*r)) return true;
+    }
+    return false;
   }
 
  private:
-  std::shared_ptr<const SpaceIndex> index_;
-  Ledger ledger_;
-  std::mt19937_64 rng_;
   std::vector<size_t> order_;
   size_t next_ = 0;
 };
