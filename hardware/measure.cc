@@ -122,8 +122,12 @@ int RotatingSets(double bytes_per_set, const v1::ChipFingerprint& chip, bool war
   if (warm || bytes_per_set <= 0) return 1;
   double llc = chip.l3_bytes() > 0 ? chip.l3_bytes() : chip.l2_bytes();
   if (llc <= 0) llc = 32.0 * (1 << 20);
-  // Twice the LLC, so each set has been evicted by the time its turn comes again.
-  const double wanted = std::floor(2 * llc / bytes_per_set) + 1;
+  // Four times the LLC, so each set has been evicted by the time its turn comes again. Twice
+  // was not enough on the EPYC VMs we measure on: re-reading 64 MiB (2x the 32 MiB L3 that
+  // CPUID reports) ran at 82 GB/s against 55 GB/s from DRAM, which only a footprint of 128 MiB
+  // and up reaches; per-operator timings were that much too fast (a decode GEMM showed 115 GB/s
+  // over a 67 GB/s read probe) and the composed step ran well below their sum.
+  const double wanted = std::floor(4 * llc / bytes_per_set) + 1;
   const double cap = std::max(1.0, std::floor(max_total_bytes / bytes_per_set));
   return static_cast<int>(std::clamp(wanted, 1.0, std::min(cap, 1e9)));
 }

@@ -86,18 +86,18 @@ TEST(TimeRepeatedTest, RotatesThroughTheSets) {
   EXPECT_THAT(seen, ::testing::ElementsAre(0, 1, 2, 0, 1, 2, 0));
 }
 
-TEST(RotatingSetsTest, ExceedsTwiceTheLastLevelCache) {
+TEST(RotatingSetsTest, ExceedsFourTimesTheLastLevelCache) {
   v1::ChipFingerprint chip;
   chip.set_l3_bytes(32 << 20);
   EXPECT_EQ(RotatingSets(64 << 20, chip, /*warm=*/true), 1);
-  EXPECT_EQ(RotatingSets(64 << 20, chip, false), 2);
-  EXPECT_EQ(RotatingSets(1 << 20, chip, false), 65);
+  EXPECT_EQ(RotatingSets(64 << 20, chip, false), 3);
+  EXPECT_EQ(RotatingSets(1 << 20, chip, false), 129);
   EXPECT_EQ(RotatingSets(600 << 20, chip, false), 1);
   chip.set_l3_bytes(512 << 20);
   EXPECT_EQ(RotatingSets(100 << 20, chip, false), 10);  // capped at 1 GiB in total
   EXPECT_EQ(RotatingSets(100 << 20, chip, false, 512 << 20), 5);
   v1::ChipFingerprint unknown;  // no cache sizes: assume 32 MiB
-  EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 2);
+  EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 3);
 }
 
 TEST(ThroughputTest, FromMedian) {
