@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cpu/gemm_source.h"  // generated: kKilnCpuGemmSource
+#include "codegen/cpu/op_templates.h"
 #include "codegen/workload.h"
 
 namespace kiln::codegen {
@@ -108,7 +109,7 @@ class CpuGemmTemplate final : public KernelTemplate {
     Kernel k;
     k.dialect = "cpp";
     k.entry = kCpuGemmEntry;
-    k.source = std::string(CpuGemmSource());
+    k.source = WithCpuRuntime("gemm.cc", CpuGemmSource());
     for (const auto& knob : space.knobs()) k.defines.emplace_back(knob.name, config.at(knob.name));
     k.defines.emplace_back("VW", chip.vector_floats);
     return k;

@@ -81,6 +81,8 @@ std::vector<OpDef> Defs() {
                },
                [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
                  StreamingGemmKnobs(Dim(w, "M"), Dim(w, "N"), c, s);
+                 s.AddKnob("PREPACK", {1, 0},
+                           "1: weights packed ahead of time into contiguous NB-column blocks");
                  if (w.dtype() == v1::BF16)
                    s.AddKnob(
                        "DOT", {0, 1},
@@ -115,7 +117,9 @@ std::vector<OpDef> Defs() {
                  s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
                  s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
                },
-               none});
+               [](const v1::Workload& w) {  // the head size, for the vector path's registers
+                 return std::vector<std::pair<std::string, int64_t>>{{"HD", Dim(w, "D")}};
+               }});
   d.push_back({"cpu-attention-prefill", v1::ATTENTION_PREFILL, kKilnCpuAttentionPrefillSource,
                plain,
                [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
@@ -193,8 +197,7 @@ class CpuOpTemplate final : public KernelTemplate {
     Kernel k;
     k.dialect = "cpp";
     k.entry = kCpuOpEntry;
-    // Every operator template uses kiln_rt::ParallelFor (templates/parallel.h), prepended here.
-    k.source = absl::StrCat(kKilnCpuParallelSource, "\n#line 1 \"", name(), ".cc\"\n", def_.source);
+    k.source = WithCpuRuntime(absl::StrCat(name(), ".cc"), def_.source);
     for (const auto& knob : space.knobs()) k.defines.emplace_back(knob.name, config.at(knob.name));
     for (const auto& kv : def_.fixed(w)) k.defines.push_back(kv);
     k.defines.emplace_back("VW", chip.vector_floats);
@@ -210,6 +213,12 @@ class CpuOpTemplate final : public KernelTemplate {
 std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates() {
   std::vector<std::unique_ptr<KernelTemplate>> out;
   for (auto& def : Defs()) out.push_back(std::make_unique<CpuOpTemplate>(std::move(def)));
+  return out;
+}
+
+std::string WithCpuRuntime(std::string_view file, std::string_view source) {
+  std::string out(kKilnCpuParallelSource);
+  out.append("\n#line 1 \"").append(file).append("\"\n").append(source);
   return out;
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel_template.h"
@@ -15,10 +17,19 @@ namespace kiln::codegen {
 // docs/models.md); params: the operator's scalars (eps, rope theta, attention scale, ...).
 inline constexpr char kCpuOpEntry[] = "kiln_op";
 using CpuOpFn = void (*)(const long long* dims, void* const* args, const float* params);
+// Optional, for kernels that take their weights (args[1]) packed ahead of time:
+//   extern "C" long kiln_op_prepack_bytes(const long long* dims)
+//   extern "C" void kiln_op_prepack(const long long* dims, const void* weights, void* packed)
+inline constexpr char kCpuOpPrepackBytes[] = "kiln_op_prepack_bytes";
+inline constexpr char kCpuOpPrepack[] = "kiln_op_prepack";
 
 // One template per operator: gemm with an epilogue or bf16 weights, rmsnorm, rope,
 // attention_decode, attention_prefill, softmax, swiglu, moe_router, moe_gemm, ssm_scan, conv1d.
 std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates();
+
+// The text of a rendered CPU kernel: the kernels' runtime (templates/parallel.h: the one thread
+// pool, a vectorizable exp) followed by `source`, the template file named `file`.
+std::string WithCpuRuntime(std::string_view file, std::string_view source);
 
 // A configuration of `space` that every template here guarantees to compile and verify: the
 // first knob values made valid (used as a task's first proposal). Empty when none is valid.

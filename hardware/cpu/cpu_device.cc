@@ -88,7 +88,13 @@ class CpuDevice final : public Device {
     }
     if (kernel.entry == codegen::kCpuOpEntry) {  // the model operators' uniform ABI
       auto op = reinterpret_cast<codegen::CpuOpFn>(reinterpret_cast<void*>(entry));
-      v1::Measurement m = MeasureOp(w, op, fp_, opts);
+      // An operator kernel that exports a prepack takes its weights (argument 1) packed.
+      auto bytes =
+          reinterpret_cast<long (*)(const long long*)>(dlsym(handle, codegen::kCpuOpPrepackBytes));
+      auto pack = reinterpret_cast<void (*)(const long long*, const void*, void*)>(
+          dlsym(handle, codegen::kCpuOpPrepack));
+      OpPrepack prepack{1, bytes, pack};
+      v1::Measurement m = MeasureOp(w, op, fp_, opts, bytes && pack ? &prepack : nullptr);
       m.set_compile_seconds(kernel.compile_seconds);
       dlclose(handle);
       return m;

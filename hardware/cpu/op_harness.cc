@@ -45,7 +45,7 @@ double Since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipFingerprint& chip,
-                          const MeasureOptions& opts) {
+                          const MeasureOptions& opts, const OpPrepack* prepack) {
   const auto start = std::chrono::steady_clock::now();
   v1::Measurement m;
   auto made = MakeOpCase(w);
@@ -56,6 +56,20 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
   }
   const OpCase& c = *made;
   const ArgSet layout(c);
+  if (prepack && (prepack->arg < 0 || prepack->arg >= static_cast<int>(c.args.size()))) {
+    m.set_status(v1::CRASHED);
+    m.set_message(absl::StrCat("prepack names argument ", prepack->arg, " of ", c.args.size()));
+    return m;
+  }
+  const size_t packed_floats = prepack ? Floats(prepack->bytes(c.dims.data())) : 0;
+  double prepack_us = 0;
+  // Packs args[prepack->arg] into `dst` and points the argument there.
+  auto pack = [&](std::vector<void*>& args, float* dst) {
+    const auto t0 = std::chrono::steady_clock::now();
+    prepack->pack(c.dims.data(), args[prepack->arg], dst);
+    if (prepack_us == 0) prepack_us = Since(t0) * 1e6;
+    args[prepack->arg] = dst;
+  };
   try {
     double max_error = 0;
     {
@@ -70,7 +84,10 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
         const char* p = static_cast<const char*>(args[i]);
         b[i] = snapshots.emplace_back(p, p + c.args[i].Bytes()).data();
       }
-      fn(c.dims.data(), args.data(), c.params.data());
+      FloatBuffer packed(prepack ? packed_floats : 1);
+      std::vector<void*> run = args;
+      if (prepack) pack(run, packed.data());
+      fn(c.dims.data(), run.data(), c.params.data());
       OpCheck check = c.check(std::vector<const void*>(b.begin(), b.end()),
                               std::vector<const void*>(args.begin(), args.end()));
       if (!check.ok) {
@@ -90,9 +107,13 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
     std::vector<std::vector<void*>> ptrs;
     for (int s = 0; s < sets; ++s)
       ptrs.push_back(layout.Pointers(arena.data() + s * layout.floats));
+    FloatBuffer packed(prepack ? packed_floats * sets : 1);
+    if (prepack)
+      for (int s = 0; s < sets; ++s) pack(ptrs[s], packed.data() + s * packed_floats);
     m = TimeRepeated([&](int s) { fn(c.dims.data(), ptrs[s].data(), c.params.data()); }, sets,
                      opts);
     m.set_max_error(max_error);
+    if (prepack) m.set_prepack_us(prepack_us);
   } catch (const std::bad_alloc&) {
     m.Clear();
     m.set_status(v1::CRASHED);

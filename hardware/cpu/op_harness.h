@@ -12,11 +12,20 @@ namespace kiln::hardware {
 // The uniform operator ABI of codegen/cpu/op_templates.h.
 using OpFn = std::function<void(const long long* dims, void* const* args, const float* params)>;
 
+// An operator kernel that takes one argument (weights, constant at inference) packed ahead of
+// time into its own layout: the harness packs each argument set's copy once (the first packing
+// timed as prepack_us) and hands the kernel the packed buffer in that argument's place.
+struct OpPrepack {
+  int arg = 1;  // which argument (GEMM: the weights B)
+  std::function<long(const long long* dims)> bytes;
+  std::function<void(const long long* dims, const void* src, void* dst)> pack;
+};
+
 // Verifies `fn` on inputs from opts.seed's verification stream (outputs NaN-poisoned, in/out
 // state such as a residual or an SSM state given as inputs) against the reference, then times it
 // over rotating argument sets (cold: more than the LLC in total). WRONG_RESULT names the first
 // bad element; otherwise OK or SUSPECT (roofline guard) with samples and statistics.
 v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipFingerprint& chip,
-                          const MeasureOptions& opts);
+                          const MeasureOptions& opts, const OpPrepack* prepack = nullptr);
 
 }  // namespace kiln::hardware

@@ -35,11 +35,18 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
   // Weights packed ahead of time for GEMM kernels that take them so (constant at inference).
   auto pack = [&](const v1::Workload& w, const void* weight) {
     const StepKernel* k = kernels_[codegen::WorkloadKey(w)];
-    if (!k->gemm || !k->pack || !k->pack_floats || packed_.count(weight)) return;
-    const int N = w.dims().at("N"), K = w.dims().at("K");
-    float* p = Floats(k->pack_floats(N, K));
-    k->pack(N, K, static_cast<const float*>(weight), p);
-    packed_[weight] = p;
+    if (packed_.count(weight)) return;
+    if (k->gemm && k->pack && k->pack_floats) {
+      const int N = w.dims().at("N"), K = w.dims().at("K");
+      float* p = Floats(k->pack_floats(N, K));
+      k->pack(N, K, static_cast<const float*>(weight), p);
+      packed_[weight] = p;
+    } else if (k->op && k->op_pack && k->op_pack_bytes) {
+      const std::vector<long long> dims = OpDims(w);
+      float* p = Floats((k->op_pack_bytes(dims.data()) + 3) / 4);
+      k->op_pack(dims.data(), weight, p);
+      packed_[weight] = p;
+    }
   };
   for (Layer& l : layer_)
     for (const auto& op : graph_.layer)
@@ -86,6 +93,10 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
     return done(torch_baseline::RunOp(op.workload, dims.data(), args.data(), params.data()));
   const StepKernel* k = kernels_.at(codegen::WorkloadKey(op.workload));
   if (k->op) {
+    if (k->op_pack && args.size() > 1) {  // weights packed ahead of time, when the kernel takes so
+      auto p = packed_.find(args[1]);
+      if (p != packed_.end()) args[1] = p->second;
+    }
     k->op(dims.data(), args.data(), params.data());
   } else {
     auto p = packed_.find(args[1]);

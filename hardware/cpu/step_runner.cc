@@ -52,6 +52,10 @@ class Kernels {
       StepKernel& s = by_key_[codegen::WorkloadKey(k.workload())];
       if (k.entry() == codegen::kCpuOpEntry) {
         s.op = reinterpret_cast<codegen::CpuOpFn>(entry);
+        s.op_pack_bytes =
+            reinterpret_cast<long (*)(const long long*)>(dlsym(h, codegen::kCpuOpPrepackBytes));
+        s.op_pack = reinterpret_cast<void (*)(const long long*, const void*, void*)>(
+            dlsym(h, codegen::kCpuOpPrepack));
       } else {
         s.gemm = reinterpret_cast<StepKernel::GemmEntry>(entry);
         s.pack_floats = reinterpret_cast<long (*)(int, int)>(dlsym(h, "kiln_gemm_prepack_floats"));

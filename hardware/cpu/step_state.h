@@ -25,6 +25,9 @@ struct StepKernel {
   GemmEntry gemm = nullptr;
   long (*pack_floats)(int N, int K) = nullptr;
   void (*pack)(int N, int K, const float* B, float* packed) = nullptr;
+  // Operator kernels that take their weights packed (codegen/cpu/op_templates.h).
+  long (*op_pack_bytes)(const long long* dims) = nullptr;
+  void (*op_pack)(const long long* dims, const void* weights, void* packed) = nullptr;
 };
 
 class StepState {

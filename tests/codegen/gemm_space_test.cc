@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "codegen/cpu/gemm_template.h"
+#include "codegen/cpu/op_templates.h"
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
@@ -87,7 +88,8 @@ TEST(GemmSpaceTest, RenderProducesTheTemplateWithDefines) {
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->dialect, "cpp");
   EXPECT_EQ(k->entry, "kiln_gemm");
-  EXPECT_EQ(k->source, CpuGemmSource());
+  EXPECT_EQ(k->source, WithCpuRuntime("gemm.cc", CpuGemmSource()));  // the runtime, then gemm
+  EXPECT_THAT(k->source, HasSubstr("kiln_rt::ParallelFor(tiles, NT"));
   EXPECT_THAT(k->source, HasSubstr("extern \"C\" void kiln_gemm(int M, int N, int K"));
   Config defines(k->defines.begin(), k->defines.end());
   EXPECT_EQ(defines.at("VW"), 16);

@@ -2,6 +2,7 @@
 // the OpenBLAS baseline and the roofline guard.
 #include "hardware/cpu/cpu_device.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -54,6 +55,12 @@ class CpuDeviceTest : public ::testing::Test {
   static Device* device_;
 };
 Device* CpuDeviceTest::device_ = nullptr;
+
+// A process that links kiln_hardware hands the kernels it loads its one thread pool
+// (codegen/cpu/templates/parallel.h): the hook must be in its dynamic symbol table.
+TEST(KernelRuntimeTest, HostExportsTheKernelThreadPool) {
+  EXPECT_NE(dlsym(RTLD_DEFAULT, "kiln_rt_parallel_for_v1"), nullptr);
+}
 
 TEST(OpenDeviceTest, UnknownSpecIsInvalid) {
   auto d = OpenDevice("tpu:0");

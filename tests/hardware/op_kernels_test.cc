@@ -33,6 +33,10 @@ const Case kCases[] = {
     {"rope", "T=3,H=5,D=18", "fp32", ""},
     {"attention_decode", "B=1,H=8,KVH=2,D=64,L=256", "fp32", ""},
     {"attention_decode", "B=2,H=6,KVH=3,D=20,L=37", "fp32", ""},
+    // The vector path (head size a multiple of the vector width) with partial position blocks.
+    {"attention_decode", "B=2,H=8,KVH=2,D=64,L=37", "fp32", ""},
+    {"attention_decode", "B=1,H=4,KVH=1,D=128,L=1", "fp32", ""},
+    {"attention_decode", "B=1,H=32,KVH=8,D=128,L=200", "fp32", ""},
     {"attention_prefill", "B=1,H=4,KVH=2,D=32,S=64", "fp32", ""},
     {"attention_prefill", "B=2,H=3,KVH=1,D=12,S=29", "fp32", ""},
     {"softmax", "T=1,N=32000", "fp32", ""},

@@ -9,14 +9,14 @@
 //   UNROLL      unroll factor of the k loop inside the micro-kernel (1, 2, 4, 8)
 //   LOOP_ORDER  0: tiles N-block-major, micro-kernels column panel outer (jr, then ir);
 //               1: tiles M-block-major, micro-kernels row panel outer (ir, then jr)
-//   NT          OpenMP threads; the MC x NC tiles of C are shared among them, so a small M
-//               still uses every core when N is split into several NC blocks
+//   NT          threads (kiln_rt::ParallelFor, parallel.h); the MC x NC tiles of C are shared
+//               among them, so a small M still uses every core when N is split into NC blocks
 //   PREPACK     1: the weights B are packed once, ahead of time, into NR-column panels
 //               (kiln_gemm_prepack), as constant inference weights are; kiln_gemm then takes
 //               the packed buffer in place of B and streams it contiguously. PACK then only
 //               decides whether A is packed.
 //   VW          fp32 lanes per SIMD register (16 AVX-512, 8 AVX2); NR is a multiple of it
-// Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -DMR=8 -DNR=32 ... gemm.cc
+// Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -include parallel.h -DMR=8 ... gemm.cc
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,8 +259,7 @@ extern "C" long kiln_gemm_prepack_floats(int N, int K) {
 // Packs B (K x N, row-major) into NR-column panels: packed[q*K*NR + k*NR + j] = B[k][q*NR + j].
 extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
   const long panels = (N + NR - 1) / NR;
-#pragma omp parallel for num_threads(NT) schedule(static) if (NT > 1 && panels > 1)
-  for (long q = 0; q < panels; ++q) {
+  kiln_rt::ParallelFor(panels, NT, [&](long q) {
     float* dst = packed + q * K * NR;
     const int cols = N - q * NR < NR ? (int)(N - q * NR) : NR;
     for (int k = 0; k < K; ++k) {
@@ -271,7 +270,7 @@ extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
         for (int j = 0; j < NR; ++j) dst[(long)k * NR + j] = j < cols ? row[j] : 0.0f;
       }
     }
-  }
+  });
 }
 #endif
 
@@ -283,8 +282,7 @@ extern "C" void kiln_gemm(int M, int N, int K, const float* A, const float* B, f
     return;
   }
   const long mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC, tiles = mt * nt;
-#pragma omp parallel for num_threads(NT) schedule(static) if (NT > 1 && tiles > 1)
-  for (long t = 0; t < tiles; ++t) {
+  kiln_rt::ParallelFor(tiles, NT, [&](long t) {
 #if LOOP_ORDER == 0
     const long it = t % mt, jt = t / mt;  // N blocks outer: tiles sharing a B panel adjoin
 #else
@@ -292,5 +290,5 @@ extern "C" void kiln_gemm(int M, int N, int K, const float* A, const float* B, f
 #endif
     const int ic = (int)(it * MC), jc = (int)(jt * NC);
     Tile(N, K, A, B, C, ic, jc, M - ic < MC ? M - ic : MC, N - jc < NC ? N - jc : NC);
-  }
+  });
 }

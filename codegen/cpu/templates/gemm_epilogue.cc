@@ -8,7 +8,11 @@
 // of C in an L1-resident buffer, KU rows of B per pass. Decode GEMMs (M <= MR) read B exactly once.
 // Knobs (compile-time): MR, NB, KU, NT; DOT=1 uses AVX512-BF16 dot products (vdpbf16ps, the
 // activations rounded to bf16) where the chip has them, DOT=0 widens bf16 to fp32 and uses FMAs.
-// ABI: kiln_op(dims {M,N,K}, args {A, B, bias, R, C}, params {}).
+// PREPACK=1: the weights are packed once, ahead of time (kiln_op_prepack), into column blocks
+// of NB stored one after another, so that each block is one contiguous stream (row-major B
+// gives NB-wide runs N apart, each on its own page, which the prefetcher streams less well).
+// ABI: kiln_op(dims {M,N,K}, args {A, B, bias, R, C}, params {}); with PREPACK, B is the buffer
+// kiln_op_prepack filled (kiln_op_prepack_bytes(dims) bytes).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,9 @@
 #endif
 #ifndef DOT
 #define DOT 0
+#endif
+#ifndef PREPACK
+#define PREPACK 0
 #endif
 #if DOT && !(WBF16 && defined(__AVX512BF16__) && VW == 16)
 #undef DOT
@@ -101,8 +108,9 @@ inline uint16_t ToBf16(float f) {  // round to nearest even
 }
 #endif
 
-// acc[MR][nb] (+)= A[i0.., k0:k1] * B[k0:k1, j0:j0+nb] for nb a multiple of VW.
-void Panel(int mr, int nb, int K, int N, const float* A, const WT* B, int i0, int j0, float* acc,
+// acc[MR][nb] (+)= A[i0.., :] * Bb[:, 0:nb] for nb a multiple of VW; Bb is the column block's
+// first element, its rows ld elements apart.
+void Panel(int mr, int nb, int K, long ld, const float* A, const WT* Bb, int i0, float* acc,
            const uint32_t* apairs) {
   const int nv = nb / VW;
   int k = 0;
@@ -110,11 +118,11 @@ void Panel(int mr, int nb, int K, int N, const float* A, const WT* B, int i0, in
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
                                        8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (; k + 2 <= K; k += 2) {
-    const WT* b0 = B + (long)k * N + j0;
+    const WT* b0 = Bb + k * ld;
     for (int v = 0; v < nv; ++v) {
       __m512i both = _mm512_inserti64x4(
           _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(b0 + v * VW))),
-          _mm256_loadu_si256((const __m256i*)(b0 + N + v * VW)), 1);
+          _mm256_loadu_si256((const __m256i*)(b0 + ld + v * VW)), 1);
       __m512bh pairs = (__m512bh)_mm512_permutexvar_epi16(idx, both);
       for (int i = 0; i < mr; ++i) {
         __m512 a = _mm512_castsi512_ps(_mm512_set1_epi32((int)apairs[(long)i * (K / 2) + k / 2]));
@@ -125,11 +133,11 @@ void Panel(int mr, int nb, int K, int N, const float* A, const WT* B, int i0, in
   }
 #else
   for (; k + KU <= K; k += KU) {
-    const WT* b0 = B + (long)k * N + j0;
+    const WT* b0 = Bb + k * ld;
     for (int v = 0; v < nv; ++v) {
       Vec b[KU];
 #pragma GCC unroll 8
-      for (int u = 0; u < KU; ++u) b[u] = LoadB(b0 + (long)u * N + v * VW);
+      for (int u = 0; u < KU; ++u) b[u] = LoadB(b0 + u * ld + v * VW);
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         if (i >= mr) break;
@@ -143,7 +151,7 @@ void Panel(int mr, int nb, int K, int N, const float* A, const WT* B, int i0, in
   }
 #endif
   for (; k < K; ++k) {
-    const WT* b0 = B + (long)k * N + j0;
+    const WT* b0 = Bb + k * ld;
     for (int v = 0; v < nv; ++v) {
       Vec b = LoadB(b0 + v * VW);
       for (int i = 0; i < mr; ++i) {
@@ -176,14 +184,21 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   kiln_rt::ParallelFor(blocks, NT, [&](long jb) {
     static thread_local float acc[MR * NB] __attribute__((aligned(64)));
     const int j0 = jb * NB, nb = N - j0 < NB ? N - j0 : NB, nbv = nb / VW * VW;
+#if PREPACK
+    const WT* Bb = B + (long)K * j0;  // the block: K rows of nb
+    const long ld = nb;
+#else
+    const WT* Bb = B + j0;
+    const long ld = N;
+#endif
     for (int i0 = 0; i0 < M; i0 += MR) {
       const int mr = M - i0 < MR ? M - i0 : MR;
       memset(acc, 0, sizeof(float) * MR * NB);
-      if (nbv > 0) Panel(mr, nbv, K, N, A, B, i0, j0, acc, apairs ? apairs + (long)i0 * (K / 2) : 0);
+      if (nbv > 0) Panel(mr, nbv, K, ld, A, Bb, i0, acc, apairs ? apairs + (long)i0 * (K / 2) : 0);
       for (int i = 0; i < mr; ++i)  // ragged columns past the last whole vector
         for (int j = nbv; j < nb; ++j) {
           float s = 0;
-          for (int k = 0; k < K; ++k) s += A[(long)(i0 + i) * K + k] * LoadB1(B + (long)k * N + j0 + j);
+          for (int k = 0; k < K; ++k) s += A[(long)(i0 + i) * K + k] * LoadB1(Bb + k * ld + j);
           acc[(long)i * NB + j] = s;
         }
       for (int i = 0; i < mr; ++i)
@@ -194,3 +209,21 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   });
   free(apairs);
 }
+
+#if PREPACK
+// Bytes of the packed weights: the same N x K elements, column block after column block.
+extern "C" long kiln_op_prepack_bytes(const long long* d) {
+  return (long)(d[1] * d[2] * (long long)sizeof(WT));
+}
+
+// Packs B (K x N, row-major) into column blocks of NB: block jb holds B[:, j0:j0+nb] row-major.
+extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
+  const long N = d[1], K = d[2];
+  const WT* B = (const WT*)src;
+  WT* P = (WT*)dst;
+  kiln_rt::ParallelFor((N + NB - 1) / NB, NT, [&](long jb) {
+    const long j0 = jb * NB, nb = N - j0 < NB ? N - j0 : NB;
+    for (long k = 0; k < K; ++k) memcpy(P + K * j0 + k * nb, B + k * N + j0, sizeof(WT) * nb);
+  });
+}
+#endif

@@ -1,13 +1,19 @@
-// Kiln CPU templates' runtime: the parallel loop and a vectorizable exp, prepended to every operator template when it is rendered
-// (compile a template on its own with `c++ -include parallel.h`).
+// Kiln CPU templates' runtime: the parallel loop and a vectorizable exp, prepended to every CPU
+// kernel template when it is rendered (compile a template on its own with `c++ -include parallel.h`).
 //
 // kiln_rt::ParallelFor(n, nt, body) runs body(i) for i in [0, n) on up to nt threads: the caller
 // and nt-1 helper threads claim items one at a time, and the caller waits only for items a helper
 // has claimed. A helper that another process has preempted therefore costs nothing unless it is
 // mid-item, where an OpenMP barrier would wait a whole scheduler time slice for it to arrive (a
 // decode step runs ~100 parallel loops of ~100 us: on a shared machine that was the step's
-// largest cost). Helpers spin briefly for the next loop, then sleep; the .so's pool joins them when
-// it is unloaded.
+// largest cost). Helpers spin briefly for the next loop, then sleep.
+//
+// One pool per process: a host that loads kernels (the worker's trial process, the step runner,
+// the benchmarks) exports kiln_rt_parallel_for_v1 (hardware/cpu/kernel_runtime.cc), and every
+// kernel it loads runs its loops on that one pool. Separate pools per kernel, or OpenMP next to a
+// pool, leave one kernel's helpers spinning on the core the next kernel's helpers need: in the
+// composed decode step that made GEMMs up to 1.8x slower than when timed alone. A kernel loaded
+// by a process without the hook falls back to a pool of its own, joined when it is unloaded.
 #ifndef KILN_RT_PARALLEL_H_
 #define KILN_RT_PARALLEL_H_
 #include <atomic>
@@ -17,6 +23,13 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#ifndef KILN_RT_HOST
+// The host's pool, when the loading process provides one (weak: null otherwise).
+extern "C" __attribute__((weak)) void kiln_rt_parallel_for_v1(long n, int nt,
+                                                               void (*call)(const void*, long),
+                                                               const void* body);
+#endif
 
 namespace kiln_rt {
 // Internal linkage throughout: each kernel's shared object has its own pool, built when it is
@@ -37,7 +50,9 @@ class Pool {
 
   template <typename Body>
   void Run(long n, int nt, const Body& body) {
-    if (nt <= 1 || n <= 1) {
+    // One loop at a time: a loop started while another runs (a nested loop, or a second thread
+    // of the host) runs inline on its caller.
+    if (nt <= 1 || n <= 1 || busy_.exchange(true, std::memory_order_acquire)) {
       for (long i = 0; i < n; ++i) body(i);
       return;
     }
@@ -56,6 +71,7 @@ class Pool {
     Work(gen);
     for (int spins = 0; done_.load(std::memory_order_acquire) < n; ++spins)
       if (spins > 1000) std::this_thread::yield();
+    busy_.store(false, std::memory_order_release);
   }
 
  private:
@@ -97,6 +113,7 @@ class Pool {
   uint32_t gen_ = 0;
   std::atomic<uint64_t> claim_{0};
   std::atomic<long> n_{0}, done_{0};
+  std::atomic<bool> busy_{false};
   void (*call_)(const void*, long) = nullptr;
   const void* body_ = nullptr;
 };
@@ -105,6 +122,13 @@ Pool the_pool;
 
 template <typename Body>
 inline void ParallelFor(long n, int nt, const Body& body) {
+#ifndef KILN_RT_HOST
+  if (kiln_rt_parallel_for_v1 && nt > 1 && n > 1) {
+    kiln_rt_parallel_for_v1(
+        n, nt, [](const void* b, long i) { (*static_cast<const Body*>(b))(i); }, &body);
+    return;
+  }
+#endif
   the_pool.Run(n, nt, body);
 }
 

@@ -58,25 +58,21 @@ void Rope(const long long* d, void* const* a, const float* p) {
 
 void Attention(const long long* d, void* const* a, const float* p, bool prefill) {
   const int64_t B = d[0], H = d[1], KVH = d[2], D = d[3], L = d[4];
-  Tensor q, k, v;
-  if (prefill) {  // [B,S,*,D] -> [B,*,S,D]
-    q = Blob(a[0], {B, L, H, D}).transpose(1, 2);
-    k = Blob(a[1], {B, L, KVH, D}).transpose(1, 2);
-    v = Blob(a[2], {B, L, KVH, D}).transpose(1, 2);
-  } else {
-    q = Blob(a[0], {B, H, 1, D});
-    k = Blob(a[1], {B, KVH, L, D});
-    v = Blob(a[2], {B, KVH, L, D});
+  if (!prefill) {  // decode: each group's query heads attend to their kv head, no repeated copy
+    Tensor q = Blob(a[0], {B, KVH, H / KVH, D});
+    Tensor k = Blob(a[1], {B, KVH, L, D}), v = Blob(a[2], {B, KVH, L, D});
+    Tensor s = torch::matmul(q, k.transpose(-1, -2)) * p[0];
+    Blob(a[3], {B, KVH, H / KVH, D}).copy_(torch::matmul(torch::softmax(s, -1), v));
+    return;
   }
-  k = RepeatKv(k, H / KVH);
-  v = RepeatKv(v, H / KVH);
+  // prefill: [B,S,*,D] -> [B,*,S,D], kv heads repeated per group (as HF's eager attention)
+  Tensor q = Blob(a[0], {B, L, H, D}).transpose(1, 2);
+  Tensor k = RepeatKv(Blob(a[1], {B, L, KVH, D}).transpose(1, 2), H / KVH);
+  Tensor v = RepeatKv(Blob(a[2], {B, L, KVH, D}).transpose(1, 2), H / KVH);
   Tensor s = torch::matmul(q, k.transpose(-1, -2)) * p[0];
-  if (prefill) s = s.masked_fill(torch::ones({L, L}, torch::kBool).triu(1), -INFINITY);
+  s = s.masked_fill(torch::ones({L, L}, torch::kBool).triu(1), -INFINITY);
   Tensor o = torch::matmul(torch::softmax(s, -1), v);
-  if (prefill)
-    Blob(a[3], {B, L, H, D}).copy_(o.transpose(1, 2));
-  else
-    Blob(a[3], {B, H, 1, D}).copy_(o);
+  Blob(a[3], {B, L, H, D}).copy_(o.transpose(1, 2));
 }
 
 void MoeGemm(const v1::Workload& w, const long long* d, void* const* a) {

@@ -15,8 +15,9 @@ const char* Name();
 void SetThreads(int threads);
 
 // Runs workload `w` the way an eager PyTorch program would (F.linear-style matmuls, HF's
-// rotate_half, repeat_kv + matmul + softmax attention, per-expert index_select + mm, Mamba's
-// sequential scan), on buffers laid out as codegen/cpu/op_templates.h says. GEMM takes
+// rotate_half, matmul + softmax attention: decode as a grouped matmul of each kv head's query
+// heads, no repeated copy of the cache; prefill with HF's repeat_kv; per-expert index_select +
+// mm, Mamba's sequential scan), on buffers laid out as codegen/cpu/op_templates.h says. GEMM takes
 // args {A, B, bias, R, C}; plain fp32 GEMM ignores bias and R.
 absl::Status RunOp(const v1::Workload& w, const long long* dims, void* const* args,
                    const float* params);
