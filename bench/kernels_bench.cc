@@ -1,13 +1,17 @@
-// kiln-bench-kernels: tunes decode-shaped GEMMs with Kiln (coordinator + CPU worker in this
-// process, the real service path), then times the best kernel side by side with OpenBLAS sgemm
-// in this process and run, with one harness (verify, then cold timing). Prints a table and
-// optionally writes JSON and markdown.
+// kiln-bench-kernels: tunes decode-shaped GEMMs and GQA decode attention with Kiln (coordinator +
+// CPU worker in this process, the real service path), then times the best kernel side by side
+// with OpenBLAS sgemm (GEMM) and LibTorch eager (both) in this process and run, with one harness
+// (verify, then cold timing over rotating buffers). Prints a table and optionally writes JSON
+// and markdown.
 #include <cblas.h>
 #include <grpcpp/grpcpp.h>
+#include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -19,6 +23,7 @@
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
 #include "hardware/cpu/gemm_harness.h"
+#include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/device.h"
 #include "kiln/v1/tuning_service.grpc.pb.h"
 #include "server/coordinator_server.h"
@@ -27,24 +32,52 @@
 namespace {
 
 struct Row {
-  std::string shape;
-  int m = 0;
-  double kiln_us = 0, blas_us = 0, gflops = 0, gbps = 0, roof_pct = 0, prepack_us = 0;
+  std::string op, shape;
+  int m = 0;  // GEMM rows (0 for attention)
+  double kiln_us = 0, blas_us = 0, torch_us = 0, gflops = 0, gbps = 0, roof_pct = 0, prepack_us = 0,
+         trial_s = 0;
   std::string config;
 };
 
 constexpr char kUsage[] =
-    "usage: kiln-bench-kernels [--shape M=8,N=4096,K=4096 ...] [--suite decode|quick]\n"
-    "                          [--budget N] [--json FILE] [--markdown FILE]\n";
+    "usage: kiln-bench-kernels [--shape [OP:]DIMS ...] [--suite decode|quick]\n"
+    "                          [--budget N] [--json FILE] [--markdown FILE]\n"
+    "  OP is gemm (default) or attention_decode, e.g. --shape M=8,N=4096,K=4096 or\n"
+    "  --shape attention_decode:B=1,H=32,KVH=8,D=128,L=4096\n";
 
+// "OP:DIMS" or "DIMS" (a GEMM) -> (op, dims).
+std::pair<std::string, std::string> SplitCase(const std::string& c) {
+  const size_t colon = c.find(':');
+  if (colon == std::string::npos) return {"gemm", c};
+  return {c.substr(0, colon), c.substr(colon + 1)};
+}
+
+// The decode suite of issue 5: GEMM M x (N, K), then GQA attention decode (32 query heads, 8 kv
+// heads, head size 128) over a context of 512 and 4096.
 std::vector<std::string> Suite(const std::string& name) {
   std::vector<std::string> out;
   std::vector<int> ms = {1, 2, 4, 8, 16, 32, 64, 128, 512};
   std::vector<std::pair<int, int>> nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
-  if (name == "quick") ms = {1, 8, 16, 128, 512}, nk = {{4096, 4096}};
+  std::vector<int> contexts = {512, 4096};
+  if (name == "quick") ms = {1, 8, 16, 128, 512}, nk = {{4096, 4096}}, contexts = {4096};
   for (auto [n, k] : nk)
     for (int m : ms) out.push_back(absl::StrCat("M=", m, ",N=", n, ",K=", k));
+  for (int l : contexts) out.push_back(absl::StrCat("attention_decode:B=1,H=32,KVH=8,D=128,L=", l));
   return out;
+}
+
+// LibTorch eager on the GEMM harness (torch::mm into the output), for the side-by-side column.
+kiln::v1::Measurement MeasureTorchGemm(const kiln::v1::Workload& w,
+                                       const kiln::v1::ChipFingerprint& chip,
+                                       const kiln::hardware::MeasureOptions& opts) {
+  kiln::hardware::torch_baseline::SetThreads(chip.cores());
+  auto mm = [&](int M, int N, int K, const float* A, const float* B, float* C) {
+    const long long dims[3] = {M, N, K};
+    void* args[5] = {const_cast<float*>(A), const_cast<float*>(B), nullptr, nullptr, C};
+    const float params[1] = {0};
+    kiln::hardware::torch_baseline::RunOp(w, dims, args, params).IgnoreError();
+  };
+  return kiln::hardware::MeasureGemm(w, mm, chip, opts);
 }
 
 // Submits one job and waits for it; returns the job (with its best config) or an error text.
@@ -114,7 +147,13 @@ int main(int argc, char** argv) {
   std::printf("openblas: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
   kiln::server::CoordinatorOptions co;
   co.listen = "127.0.0.1:0";
-  co.data_dir = "/tmp/kiln-bench-kernels-data";
+  // A fresh store per run: every case is tuned within its budget, none answered from old records.
+  char dir_template[] = "/tmp/kiln-bench-kernels-XXXXXX";
+  if (!mkdtemp(dir_template)) {
+    std::perror("kiln-bench-kernels: mkdtemp");
+    return 1;
+  }
+  co.data_dir = dir_template;
   co.metrics_listen = "";
   co.quiet = true;
   auto coord = kiln::server::StartCoordinator(co);
@@ -139,11 +178,12 @@ int main(int argc, char** argv) {
               chip.peak_gflops(), chip.read_gbytes_per_s());
   auto stub = kiln::v1::TuningService::NewStub(
       grpc::CreateChannel((*coord)->address(), grpc::InsecureChannelCredentials()));
-  std::printf("%-22s %10s %9s %8s %7s %10s %8s\n", "shape", "kiln_us", "GFLOP/s", "GB/s", "%roof",
-              "openblas_us", "speedup");
+  std::printf("%-38s %9s %8s %7s %6s %11s %8s %10s %8s %7s\n", "case", "kiln_us", "GFLOP/s", "GB/s",
+              "%roof", "openblas_us", "vs_blas", "torch_us", "vs_torch", "s/trial");
   std::vector<Row> rows;
-  for (const auto& shape : shapes) {
-    auto w = kiln::codegen::ParseWorkload("gemm", shape);
+  for (const auto& c : shapes) {
+    const auto [op, shape] = SplitCase(c);
+    auto w = kiln::codegen::ParseWorkload(op, shape);
     if (!w.ok()) {
       std::fprintf(stderr, "kiln-bench-kernels: %s\n", std::string(w.status().message()).c_str());
       return 2;
@@ -151,10 +191,10 @@ int main(int argc, char** argv) {
     kiln::v1::Job job;
     std::string err = Tune(*stub, *w, budget, &job);
     if (!err.empty()) {
-      std::printf("%-22s tuning failed: %s\n", shape.c_str(), err.c_str());
+      std::printf("%-38s tuning failed: %s\n", c.c_str(), err.c_str());
       continue;
     }
-    // Side by side, same process, same harness: the tuned kernel, then OpenBLAS.
+    // Side by side, same process, same harness: the tuned kernel, then OpenBLAS, then LibTorch.
     auto tmpl = *kiln::codegen::FindTemplate(*w, "cpu");
     auto kernel = tmpl->Render(*w, kiln::codegen::FromProto(job.tasks(0).best_config()),
                                kiln::codegen::TraitsFromFingerprint(chip));
@@ -162,62 +202,113 @@ int main(int argc, char** argv) {
     kiln::hardware::MeasureOptions opts;
     opts.max_seconds = 2;
     kiln::v1::Measurement ours = device->Measure(*w, *compiled, opts);
-    kiln::v1::Measurement blas = device->MeasureBaseline(*w, opts);
+    const bool gemm = op == "gemm";
+    // The device's baseline is OpenBLAS for a plain GEMM and LibTorch for the other operators.
+    kiln::v1::Measurement base = device->MeasureBaseline(*w, opts);
+    kiln::v1::Measurement torch = gemm ? MeasureTorchGemm(*w, chip, opts) : base;
     Row r;
+    r.op = op;
     r.shape = shape;
-    r.m = w->dims().at("M");
+    r.m = gemm ? w->dims().at("M") : 0;
     r.kiln_us = ours.median_us();
-    r.blas_us = blas.median_us();
+    r.blas_us = gemm ? base.median_us() : 0;
+    r.torch_us = torch.median_us();
     r.gflops = ours.gflops();
     r.gbps = ours.gbytes_per_s();
     r.prepack_us = ours.prepack_us();
+    // Seconds per trial, end to end: the job's wall time over its trials (compile, verify and
+    // measure, plus the coordinator's round trips and the job's baseline trial).
+    r.trial_s = job.trials_done() > 0
+                    ? (job.finished_unix_ms() - job.started_unix_ms()) / 1e3 / job.trials_done()
+                    : 0;
     double ai = kiln::codegen::WorkloadFlops(*w) / kiln::codegen::WorkloadBytes(*w);
     double roof = std::min(chip.peak_gflops(), chip.read_gbytes_per_s() * ai);
     r.roof_pct = roof > 0 ? 100 * r.gflops / roof : 0;
     r.config = kiln::codegen::ConfigKey(kiln::codegen::FromProto(job.tasks(0).best_config()));
-    std::printf("%-22s %10.1f %9.1f %8.1f %7.1f %10.1f %7.2fx\n", shape.c_str(), r.kiln_us,
-                r.gflops, r.gbps, r.roof_pct, r.blas_us, r.blas_us / r.kiln_us);
+    auto ratio = [](double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0; };
+    std::printf("%-38s %9.1f %8.1f %7.1f %6.1f %11s %7.2fx %10.1f %7.2fx %7.2f\n", c.c_str(),
+                r.kiln_us, r.gflops, r.gbps, r.roof_pct,
+                gemm ? absl::StrFormat("%.1f", r.blas_us).c_str() : "-",
+                ratio(r.blas_us, r.kiln_us), r.torch_us, ratio(r.torch_us, r.kiln_us), r.trial_s);
     std::fflush(stdout);
     rows.push_back(r);
   }
-  double log_small = 0, log_big = 0;
-  int n_small = 0, n_big = 0;
-  for (const auto& r : rows) {
-    double x = std::log(r.blas_us / r.kiln_us);
-    if (r.m <= 16) log_small += x, ++n_small;
-    if (r.m >= 128) log_big += x, ++n_big;
-  }
-  if (n_small)
-    std::printf("\ngeomean speedup vs openblas, M<=16: %.2fx\n", std::exp(log_small / n_small));
-  if (n_big) std::printf("geomean speedup vs openblas, M>=128: %.2fx\n", std::exp(log_big / n_big));
+  // Geometric means of the speedups by group, and medians of %roofline and seconds per trial.
+  auto geomean = [&](auto in_group, bool torch) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& r : rows) {
+      const double base = torch ? r.torch_us : r.blas_us;
+      if (!in_group(r) || base <= 0 || r.kiln_us <= 0) continue;
+      sum += std::log(base / r.kiln_us), ++n;
+    }
+    return n ? std::exp(sum / n) : 0.0;
+  };
+  auto median = [&](auto in_group, auto value) {
+    std::vector<double> v;
+    for (const auto& r : rows)
+      if (in_group(r)) v.push_back(value(r));
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  auto small = [](const Row& r) { return r.op == "gemm" && r.m <= 16; };
+  auto big = [](const Row& r) { return r.op == "gemm" && r.m >= 128; };
+  auto attention = [](const Row& r) { return r.op != "gemm"; };
+  auto gemm_rows = [](const Row& r) { return r.op == "gemm"; };
+  auto roof = [](const Row& r) { return r.roof_pct; };
+  std::printf("\n");
+  if (median(small, roof) > 0)
+    std::printf("GEMM M<=16:  geomean %.2fx OpenBLAS, %.2fx LibTorch; median %.0f%% of roofline\n",
+                geomean(small, false), geomean(small, true), median(small, roof));
+  if (median(big, roof) > 0)
+    std::printf("GEMM M>=128: geomean %.2fx OpenBLAS, %.2fx LibTorch; median %.0f%% of roofline\n",
+                geomean(big, false), geomean(big, true), median(big, roof));
+  if (median(attention, roof) > 0)
+    std::printf("attention decode: geomean %.2fx LibTorch; median %.0f%% of KV bandwidth bound\n",
+                geomean(attention, true), median(attention, roof));
+  if (median(gemm_rows, roof) > 0)
+    std::printf("GEMM time per trial (job wall / trials): median %.2f s\n",
+                median(gemm_rows, [](const Row& r) { return r.trial_s; }));
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << "{\"openblas_core\": \"" << openblas_get_corename() << "\", \"chip_type\": \""
-      << chip.chip_type() << "\", \"peak_gflops\": " << chip.peak_gflops()
+    f << "{\"openblas_core\": \"" << openblas_get_corename() << "\", \"torch\": \""
+      << kiln::hardware::torch_baseline::Name() << "\", \"chip_type\": \"" << chip.chip_type()
+      << "\", \"peak_gflops\": " << chip.peak_gflops()
       << ", \"read_gbytes_per_s\": " << chip.read_gbytes_per_s() << ", \"budget\": " << budget
       << ", \"rows\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       f << (i ? ", " : "")
         << absl::StrFormat(
-               "{\"shape\": \"%s\", \"kiln_us\": %.3f, \"openblas_us\": %.3f, \"gflops\": %.3f, "
-               "\"gbytes_per_s\": %.3f, \"roofline_pct\": %.2f, \"prepack_us\": %.1f, \"config\": "
-               "\"%s\"}",
-               r.shape, r.kiln_us, r.blas_us, r.gflops, r.gbps, r.roof_pct, r.prepack_us, r.config);
+               "{\"op\": \"%s\", \"shape\": \"%s\", \"kiln_us\": %.3f, \"openblas_us\": %.3f, "
+               "\"libtorch_us\": %.3f, \"gflops\": %.3f, \"gbytes_per_s\": %.3f, "
+               "\"roofline_pct\": %.2f, \"prepack_us\": %.1f, \"seconds_per_trial\": %.3f, "
+               "\"config\": \"%s\"}",
+               r.op, r.shape, r.kiln_us, r.blas_us, r.torch_us, r.gflops, r.gbps, r.roof_pct,
+               r.prepack_us, r.trial_s, r.config);
     }
     f << "]}\n";
   }
   if (!md_path.empty()) {
     std::ofstream f(md_path);
-    f << "| shape | Kiln µs | GFLOP/s | GB/s | % roofline | OpenBLAS µs | speedup | prepack µs |\n"
-      << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
-    for (const auto& r : rows)
-      f << absl::StrFormat("| %s | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.2fx | %.0f |\n", r.shape,
-                           r.kiln_us, r.gflops, r.gbps, r.roof_pct, r.blas_us,
-                           r.blas_us / r.kiln_us, r.prepack_us);
+    f << "| case | Kiln µs | GFLOP/s | GB/s | % roofline | OpenBLAS µs | vs OpenBLAS | LibTorch µs "
+         "| vs LibTorch | prepack µs | s/trial |\n"
+      << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& r : rows) {
+      const bool gemm = r.op == "gemm";
+      f << absl::StrFormat(
+          "| %s | %.1f | %.1f | %.1f | %.0f%% | %s | %s | %.1f | %.2fx | %s | %.2f |\n",
+          gemm ? r.shape : r.op + " " + r.shape, r.kiln_us, r.gflops, r.gbps, r.roof_pct,
+          gemm ? absl::StrFormat("%.1f", r.blas_us) : "-",
+          gemm ? absl::StrFormat("%.2fx", r.blas_us / r.kiln_us) : "-", r.torch_us,
+          r.torch_us / r.kiln_us, gemm ? absl::StrFormat("%.0f", r.prepack_us) : "-", r.trial_s);
+    }
   }
   (*worker)->Stop();
   worker_thread.join();
   (*coord)->Shutdown();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_template, ec);
   return 0;
 }

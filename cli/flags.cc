@@ -52,6 +52,7 @@ constexpr FlagDef kFlags[] = {
     {"model", true, false, kJob},
     {"hf-config", true, false, kJob},
     {"dtype", true, false, kJob},
+    {"epilogue", true, false, kJob},
     {"phase", true, false, kJob},
     {"batch", true, false, kJob},
     {"context", true, false, kJob},
@@ -158,6 +159,8 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
   bool model = v.count("model") || v.count("hf-config");
   if ((op || shape) && model) return Bad("--op/--shape and --model/--hf-config are exclusive");
   if (model) {
+    if (v.count("epilogue"))
+      return Bad("--epilogue applies to --op jobs; a model's epilogues come from its graph");
     RETURN_IF_ERROR(ParseModelFlags(v, inv));
   } else {
     if (!op && !shape)
@@ -170,6 +173,9 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
       if (v.count(flag)) return Bad("--", flag, " applies to model jobs (--model or --hf-config)");
     auto workload = codegen::ParseWorkload(Get(v, "op"), Get(v, "shape"), Get(v, "dtype"));
     if (!workload.ok()) return Bad("INVALID_ARGUMENT: ", workload.status().message());
+    workload->set_epilogue(Get(v, "epilogue"));
+    absl::Status valid = codegen::ValidateWorkload(*workload);
+    if (!valid.ok()) return Bad("INVALID_ARGUMENT: ", valid.message());
     *spec.mutable_workload() = *workload;
   }
   if (!v.count("chip") || Get(v, "chip").empty())

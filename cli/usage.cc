@@ -9,9 +9,11 @@ namespace {
 
 constexpr char kJobFlags[] = R"(What to tune (one of):
   --op OP --shape DIMS     one operator at one shape, e.g. --op gemm --shape M=8,N=4096,K=4096
-  --model PRESET           a model preset (not supported by the coordinator yet)
-  --hf-config FILE         a HuggingFace config.json (not supported by the coordinator yet)
-  --dtype fp32|bf16        element type (default fp32)
+  --epilogue E             fused epilogue of --op: gemm bias|silu|gelu|residual, rmsnorm residual
+  --model PRESET           a model preset: tinyllama-1.1b, llama-3.2-1b, llama-3-8b, mistral-7b,
+                           mixtral-8x7b, mamba-130m, mamba-1.4b (tunes every operator of a step)
+  --hf-config FILE         a HuggingFace config.json (llama, mistral, qwen2, mixtral, mamba)
+  --dtype fp32|bf16        element type (default fp32; bf16: gemm and moe_gemm weights)
   --phase decode|prefill, --batch B, --context L   model jobs: the inference step to tune
 Where and how:
   --chip PREFIX            chip-type label prefix the job runs on, e.g. cpu (required)

@@ -126,6 +126,15 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
                                                    ".dtype: bf16 is supported for gemm and "
                                                    "moe_gemm weights only, not ",
                                                    OpName(w.op())));
+  if (!w.epilogue().empty()) {
+    const std::set<std::string> gemm = {"bias", "silu", "gelu", "residual"};
+    const bool ok = w.op() == v1::GEMM ? gemm.count(w.epilogue()) > 0
+                                       : w.op() == v1::RMSNORM && w.epilogue() == "residual";
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".epilogue: '", w.epilogue(), "' is not an epilogue of ", OpName(w.op()),
+          " (gemm takes bias, silu, gelu or residual; rmsnorm takes residual; others none)"));
+  }
   std::set<std::string> needed(need.begin(), need.end());
   for (const auto& [name, value] : w.dims())
     if (!needed.count(name))

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 
@@ -85,6 +87,13 @@ TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::
   }
   if (step.layers() <= 0) step.set_layers(hardware::DefaultStepLayers(step.arch(), step.dtype()));
   *req.mutable_step() = step;
+  // KILN_STEP_DUMP=DIR keeps each step request, to be replayed by hand with
+  // `KILN_STEP_PROFILE=1 kiln-worker --trial-child < DIR/step-N.pb` (per-operator profile).
+  if (const char* dir = std::getenv("KILN_STEP_DUMP")) {
+    static int dumped = 0;
+    std::ofstream(absl::StrCat(dir, "/step-", ++dumped, ".pb"), std::ios::binary)
+        << req.SerializeAsString();
+  }
   SandboxLimits step_limits = limits;  // a step holds N layers of weights and runs both backends
   step_limits.timeout_seconds = std::max(limits.timeout_seconds, 900.0);
   step_limits.memory_bytes = std::max<long long>(limits.memory_bytes, 64LL << 30);

@@ -74,6 +74,15 @@ TEST(FlagsTest, AllJobFlagsAndEqualsForm) {
   EXPECT_EQ(inv.spec.pin().at("NR"), 16);
 }
 
+TEST(FlagsTest, EpilogueOfAnOperatorJob) {
+  Invocation inv;
+  ASSERT_TRUE(Parse(Submit({"--epilogue", "residual"}), &inv).ok());
+  EXPECT_EQ(inv.spec.workload().epilogue(), "residual");
+  EXPECT_THAT(Error(Submit({"--epilogue", "relu6"})), HasSubstr("'relu6' is not an epilogue"));
+  EXPECT_THAT(Error({"submit", "--model", "tinyllama-1.1b", "--chip", "cpu", "--epilogue", "bias"}),
+              HasSubstr("--epilogue applies to --op jobs"));
+}
+
 TEST(FlagsTest, GlobalFlagsBeforeOrAfterTheCommand) {
   Invocation before, after;
   ASSERT_TRUE(Parse({"--coordinator", "10.0.0.5:6000", "jobs"}, &before).ok());

@@ -39,6 +39,23 @@ TEST(Workload, EveryBadInputNamesWhatIsWrong) {
               HasSubstr("unknown dtype"));
 }
 
+TEST(Workload, EpiloguesBelongToTheirOperators) {
+  v1::Workload w = *ParseWorkload("gemm", "M=1,N=8,K=8");
+  for (const char* e : {"bias", "silu", "gelu", "residual"}) {
+    w.set_epilogue(e);
+    EXPECT_TRUE(ValidateWorkload(w).ok()) << e;
+  }
+  w.set_epilogue("relu6");
+  EXPECT_THAT(std::string(ValidateWorkload(w).message()),
+              HasSubstr("workload.epilogue: 'relu6' is not an epilogue of gemm"));
+  v1::Workload norm = *ParseWorkload("rmsnorm", "T=1,D=64");
+  norm.set_epilogue("residual");
+  EXPECT_TRUE(ValidateWorkload(norm).ok());
+  v1::Workload soft = *ParseWorkload("softmax", "T=1,N=64");
+  soft.set_epilogue("bias");
+  EXPECT_THAT(std::string(ValidateWorkload(soft).message()), HasSubstr("not an epilogue of"));
+}
+
 TEST(Workload, OperatorRulesHold) {
   EXPECT_THAT(
       std::string(
