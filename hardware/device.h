@@ -18,6 +18,9 @@ struct MeasureOptions {
   int min_samples = 7;
   int max_samples = 200;
   uint64_t seed = 1;
+  // Racing: > 0 stops timing once the median's 95% confidence interval lies wholly above it
+  // (the configuration cannot be the new best); the measurement is marked raced.
+  double race_us = 0;
 };
 
 struct CompiledKernel {

@@ -25,17 +25,16 @@ double Quantile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (h - lo) * (sorted[hi] - sorted[lo]);
 }
 
-// Half-width of the distribution-free 95% confidence interval of the median: the order
+// The distribution-free 95% confidence interval of the median of sorted samples: the order
 // statistics n/2 -+ 1.96*sqrt(n)/2 (normal approximation of the binomial), 1-based.
-double MedianHalfWidth(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  const double n = samples.size();
+std::pair<double, double> MedianInterval(const std::vector<double>& sorted) {
+  const double n = sorted.size();
   const double spread = 0.98 * std::sqrt(n);
   long lo = static_cast<long>(std::floor(n / 2 - spread));
   long hi = static_cast<long>(std::ceil(n / 2 + spread));
-  lo = std::clamp<long>(lo, 1, samples.size());
-  hi = std::clamp<long>(hi, 1, samples.size());
-  return (samples[hi - 1] - samples[lo - 1]) / 2;
+  lo = std::clamp<long>(lo, 1, sorted.size());
+  hi = std::clamp<long>(hi, 1, sorted.size());
+  return {sorted[lo - 1], sorted[hi - 1]};
 }
 
 }  // namespace
@@ -52,6 +51,7 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
   for (int i = 0; i < opts.warmup; ++i) run_next();
 
   std::vector<double> samples;
+  bool raced = false;
   const int max_samples = std::max(1, opts.max_samples);
   while (true) {
     const auto t0 = Clock::now();
@@ -63,11 +63,17 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
     if (static_cast<int>(samples.size()) >= opts.min_samples) {
       std::vector<double> sorted = samples;
       std::sort(sorted.begin(), sorted.end());
-      if (MedianHalfWidth(samples) < opts.target_ci * Quantile(sorted, 0.5)) break;
+      const auto [lo, hi] = MedianInterval(sorted);
+      if ((hi - lo) / 2 < opts.target_ci * Quantile(sorted, 0.5)) break;
+      if (opts.race_us > 0 && lo > opts.race_us) {
+        raced = true;
+        break;
+      }
     }
   }
   v1::Measurement m;
   m.set_status(v1::OK);
+  m.set_raced(raced);
   for (double s : samples) m.add_samples_us(s);
   Summarize(&m);
   m.set_measure_seconds(Seconds(start, Clock::now()));
@@ -122,12 +128,14 @@ int RotatingSets(double bytes_per_set, const v1::ChipFingerprint& chip, bool war
   if (warm || bytes_per_set <= 0) return 1;
   double llc = chip.l3_bytes() > 0 ? chip.l3_bytes() : chip.l2_bytes();
   if (llc <= 0) llc = 32.0 * (1 << 20);
-  // Four times the LLC, so each set has been evicted by the time its turn comes again. Twice
-  // was not enough on the EPYC VMs we measure on: re-reading 64 MiB (2x the 32 MiB L3 that
-  // CPUID reports) ran at 82 GB/s against 55 GB/s from DRAM, which only a footprint of 128 MiB
-  // and up reaches; per-operator timings were that much too fast (a decode GEMM showed 115 GB/s
-  // over a 67 GB/s read probe) and the composed step ran well below their sum.
-  const double wanted = std::floor(4 * llc / bytes_per_set) + 1;
+  // At least four times the LLC and 512 MiB, so each set has been evicted by the time its turn
+  // comes again. The LLC that CPUID reports is not the whole story on the EPYC VMs we measure
+  // on: a decode GEMM (46 MB of weights) timed over 2x the LLC ran at 115% of the DRAM read
+  // probe, over 276 MB at 64 GB/s and only over 552 MB at the 52 GB/s it gets inside the
+  // composed decode step, whose weights span gigabytes. Timing warmer than the step misleads the
+  // tuner (configs good for cached data) and the step estimate.
+  const double footprint = std::max(4 * llc, 512.0 * (1 << 20));
+  const double wanted = std::floor(footprint / bytes_per_set) + 1;
   const double cap = std::max(1.0, std::floor(max_total_bytes / bytes_per_set));
   return static_cast<int>(std::clamp(wanted, 1.0, std::min(cap, 1e9)));
 }

@@ -25,6 +25,7 @@ struct CoreOptions {
   int heartbeat_interval_ms = 2000;  // told to workers at registration
   int max_lease_wait_ms = 30000;     // cap on LeaseTrials long-poll
   uint64_t seed = 0;                 // ids and default job seeds; 0 = from the clock
+  bool racing = true;                // tuning trials stop timing once surely slower than the best
 };
 
 class Coordinator {

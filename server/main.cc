@@ -13,7 +13,9 @@ constexpr char kUsage[] =
     "usage: kiln-coordinator [--listen HOST:PORT] [--data-dir DIR]\n"
     "                        [--store sqlite:PATH | postgresql://...]\n"
     "                        [--metrics-listen HOST:PORT] [--port-file FILE]\n"
-    "                        [--lease-ttl-ms MS] [--heartbeat-ms MS]\n"
+    "                        [--lease-ttl-ms MS] [--heartbeat-ms MS] [--no-racing]\n"
+    "--no-racing: time every tuning trial fully (by default a trial stops timing once its\n"
+    "             median's 95% interval lies above the task's best median)\n"
     "defaults: --listen 127.0.0.1:50051 --data-dir ./kiln-data --metrics-listen 0.0.0.0:9464\n";
 
 }  // namespace
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
       value(o.metrics_listen);
     else if (a == "--port-file")
       value(o.port_file);
+    else if (a == "--no-racing")
+      o.racing = false;
     else if (a == "--lease-ttl-ms" || a == "--heartbeat-ms") {
       value(v);
       int n = std::atoi(v.c_str());

@@ -187,6 +187,10 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         t->set_state(v1::LEASED);
         t->set_worker_id(worker.id());
         t->set_lease_expires_unix_ms(clock_->NowMs() + options_.lease_ttl_ms);
+        if (t->kind() == v1::TUNE && options_.racing) {  // race against the task's best so far
+          const v1::TaskResult& task = job->job.tasks(t->task_index());
+          t->set_race_us(task.has_best() ? task.best().median_us() : 0);
+        }
         batch.trials.push_back(*t);
         *out.add_trials() = *t;
       }

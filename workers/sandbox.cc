@@ -112,6 +112,7 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   req.set_kind(trial.kind());
   req.set_seed(1);
   req.set_max_seconds(1.0);
+  if (trial.kind() == v1::TUNE) req.set_race_us(trial.race_us());
   if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {
     out.measurement = Failed(v1::UNSUPPORTED, "this device does not support the workload");
@@ -165,6 +166,7 @@ int TrialChildMain() {
   hardware::MeasureOptions opts;
   opts.warm = req.warm();
   if (req.max_seconds() > 0) opts.max_seconds = req.max_seconds();
+  opts.race_us = req.race_us();
   opts.seed = req.seed();
   v1::Measurement m;
   if (req.kind() == v1::STEP) {

@@ -66,6 +66,22 @@ TEST(TimeRepeatedTest, NoisyRunsContinueToMaxSamples) {
   EXPECT_EQ(m.samples_us_size(), 40);
 }
 
+TEST(TimeRepeatedTest, RacingStopsWhatIsSurelySlowerThanTheBest) {
+  MeasureOptions opts;
+  opts.max_samples = 40;
+  opts.max_seconds = 10;
+  opts.race_us = 50;  // the best so far: 50 us; these runs take 100-300 us
+  int calls = 0;
+  v1::Measurement m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 300 : 100); }, 1, opts);
+  EXPECT_TRUE(m.raced());
+  EXPECT_EQ(m.samples_us_size(), opts.min_samples);
+  opts.race_us = 1e6;  // a best far slower: no early stop, the noisy runs go to max_samples
+  calls = 0;
+  m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 300 : 100); }, 1, opts);
+  EXPECT_FALSE(m.raced());
+  EXPECT_EQ(m.samples_us_size(), 40);
+}
+
 TEST(TimeRepeatedTest, TimeCapStopsLongRuns) {
   MeasureOptions opts;
   opts.warmup = 0;
@@ -86,18 +102,18 @@ TEST(TimeRepeatedTest, RotatesThroughTheSets) {
   EXPECT_THAT(seen, ::testing::ElementsAre(0, 1, 2, 0, 1, 2, 0));
 }
 
-TEST(RotatingSetsTest, ExceedsFourTimesTheLastLevelCache) {
+TEST(RotatingSetsTest, ExceedFourTimesTheLastLevelCacheAndHalfAGigabyte) {
   v1::ChipFingerprint chip;
-  chip.set_l3_bytes(32 << 20);
+  chip.set_l3_bytes(32 << 20);  // 4 x 32 MiB < 512 MiB: the floor decides
   EXPECT_EQ(RotatingSets(64 << 20, chip, /*warm=*/true), 1);
-  EXPECT_EQ(RotatingSets(64 << 20, chip, false), 3);
-  EXPECT_EQ(RotatingSets(1 << 20, chip, false), 129);
+  EXPECT_EQ(RotatingSets(64 << 20, chip, false), 9);
+  EXPECT_EQ(RotatingSets(1 << 20, chip, false), 513);
   EXPECT_EQ(RotatingSets(600 << 20, chip, false), 1);
-  chip.set_l3_bytes(512 << 20);
-  EXPECT_EQ(RotatingSets(100 << 20, chip, false), 10);  // capped at 1 GiB in total
+  chip.set_l3_bytes(256 << 20);  // 4 x 256 MiB decides, capped at 1 GiB in total
+  EXPECT_EQ(RotatingSets(100 << 20, chip, false), 10);
   EXPECT_EQ(RotatingSets(100 << 20, chip, false, 512 << 20), 5);
   v1::ChipFingerprint unknown;  // no cache sizes: assume 32 MiB
-  EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 3);
+  EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 9);
 }
 
 TEST(ThroughputTest, FromMedian) {

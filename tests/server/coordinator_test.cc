@@ -118,6 +118,10 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
   auto results = *core_->GetResults(*id);
   EXPECT_EQ(results.trials_size(), 7);
   EXPECT_EQ(results.trials(2).kind(), v1::REMEASURE);
+  // Racing: tuning trials leased after a best exists carry it; the first and the re-measure not.
+  EXPECT_EQ(results.trials(1).race_us(), 0);
+  EXPECT_EQ(results.trials(2).race_us(), 0);
+  EXPECT_GT(results.trials(3).race_us(), 0);
   std::set<std::string> configs;
   for (const auto& t : results.trials())
     if (t.kind() == v1::TUNE) {
