@@ -14,6 +14,7 @@
 #include "agent/policy/policy_net.h"
 #include "agent/policy/sampler.h"
 #include "codegen/workload.h"
+#include "common/status.h"
 
 namespace kiln::agent {
 namespace {
@@ -28,8 +29,8 @@ class PolicyStrategy final : public Strategy {
         index_(IndexFor(ctx_)),
         ledger_(index_),
         features_(index_->space(), ctx_.workload, ctx_.chip),
-        policy_(features_, index_, ctx_.seed),
-        cost_(ctx_.seed),
+        policy_(std::make_unique<PolicyNet>(features_, index_, ctx_.seed)),
+        cost_(std::make_unique<CostModel>(ctx_.seed)),
         sampler_(features_, *index_),
         rng_(ctx_.seed) {}
 
@@ -37,9 +38,13 @@ class PolicyStrategy final : public Strategy {
 
   absl::Status Init() {
     if (!ctx_.init_checkpoint.empty()) {
-      auto s = LoadCheckpoint(ctx_.init_checkpoint, &policy_, &cost_);
+      auto s = LoadCheckpoint(ctx_.init_checkpoint, policy_.get(), cost_.get());
       if (!s.ok()) return s;
       warm_ = true;
+      if (o_.trust_after > 0) {  // a frozen copy of the prior, for the trust check
+        prior_ = std::make_unique<CostModel>(ctx_.seed);
+        RETURN_IF_ERROR(LoadCheckpoint(ctx_.init_checkpoint, nullptr, prior_.get()));
+      }
     }
     if (ctx_.persist && ctx_.save_checkpoint.empty() && !ModelDirectory().empty())
       ctx_.save_checkpoint =
@@ -47,7 +52,7 @@ class PolicyStrategy final : public Strategy {
                        ctx_.chip.chip_type().empty() ? "chip" : ctx_.chip.chip_type(), "/",
                        absl::Hex(Fnv(codegen::WorkloadKey(ctx_.workload))), "-", ctx_.seed, ".pt");
     if (!ctx_.persist) ctx_.save_checkpoint.clear();
-    sampler_.SetLogits(policy_.Logits(), policy_.LogNormalizer());
+    sampler_.SetLogits(policy_->Logits(), policy_->LogNormalizer());
     return absl::OkStatus();
   }
 
@@ -84,12 +89,14 @@ class PolicyStrategy final : public Strategy {
         if (recent_.size() > 64) recent_.pop_front();
       }
       uint8_t any = 0;
-      for (int m = 0; m < cost_.members(); ++m)
+      for (int m = 0; m < cost_->members(); ++m)
         any |=
             mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
-      if (!any) mask_[mask_.size() - 1 - rng_() % cost_.members()] = 1;
+      if (!any) mask_[mask_.size() - 1 - rng_() % cost_->members()] = 1;
       ++since_;
+      ok_results_ += res.ok;
     }
+    if (prior_ && ok_results_ >= o_.trust_after) CheckTrust();
     if (since_ >= UpdateEvery()) Learn();
     if (ctx_.persist && !ctx_.save_checkpoint.empty() &&
         ledger_.results().size() >= saved_at_ + o_.save_every)
@@ -135,9 +142,10 @@ class PolicyStrategy final : public Strategy {
 
   void Learn();
   void Refresh();
+  void CheckTrust();
   void Save() {
     if (!ctx_.save_checkpoint.empty() && !ledger_.results().empty()) {
-      SaveCheckpoint(ctx_.save_checkpoint, &policy_, &cost_).IgnoreError();
+      SaveCheckpoint(ctx_.save_checkpoint, policy_.get(), cost_.get()).IgnoreError();
       saved_at_ = ledger_.results().size();
     }
   }
@@ -150,12 +158,13 @@ class PolicyStrategy final : public Strategy {
   std::shared_ptr<const SpaceIndex> index_;
   Ledger ledger_;
   SpaceFeatures features_;
-  PolicyNet policy_;
-  CostModel cost_;
+  std::unique_ptr<PolicyNet> policy_;
+  std::unique_ptr<CostModel> cost_;
+  std::unique_ptr<CostModel> prior_;  // the checkpoint's cost model as loaded, until trusted
   Sampler sampler_;
   std::mt19937_64 rng_;
   bool warm_ = false, learned_ = false;
-  int since_ = 0;
+  int since_ = 0, ok_results_ = 0;
   size_t saved_at_ = 0;
   std::vector<Row> chosen_;
   std::vector<float> x_;       // features of every result, in ledger order
@@ -190,10 +199,10 @@ void PolicyStrategy::Learn() {
           ok[i] ? std::clamp(static_cast<float>((median - results[i].log_us) / sd), -3.0f, 3.0f)
                 : kFailureReward;
     }
-    cost_.Train(x_, y, ok, mask_, o_.cost_steps, rng_);
+    cost_->Train(x_, y, ok, mask_, o_.cost_steps, rng_);
     size_t from =
         samples_.size() > static_cast<size_t>(o_.ppo_window) ? samples_.size() - o_.ppo_window : 0;
-    PpoStats st = policy_.Update({samples_.begin() + from, samples_.end()}, o_.ppo_epochs);
+    PpoStats st = policy_->Update({samples_.begin() + from, samples_.end()}, o_.ppo_epochs);
     Report(kPolicyLoss, st.loss);
     Report(kPolicyEntropy, st.entropy);
     Report(kPolicyReward, st.mean_reward);
@@ -207,9 +216,48 @@ void PolicyStrategy::Learn() {
         }
       if (pairs > 0) Report(kCostModelRankAccuracy, static_cast<double>(agree) / pairs);
     }
-    sampler_.SetLogits(policy_.Logits(), policy_.LogNormalizer());
+    sampler_.SetLogits(policy_->Logits(), policy_->LogNormalizer());
   }
   Refresh();
+}
+
+// Transfer is only as good as the checkpoint's prior for this space. Its cost model, as loaded,
+// ranks the first successful results; if it orders fewer than trust_min of their pairs correctly
+// (the checkpoint came from kernels unlike this one), both models restart cold and learn from
+// the measurements so far, so a bad prior costs trust_after trials instead of hundreds.
+void PolicyStrategy::CheckTrust() {
+  const auto& results = ledger_.results();
+  std::vector<float> x;
+  std::vector<double> measured;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok) continue;
+    x.insert(x.end(), x_.begin() + i * kConfigFeatures, x_.begin() + (i + 1) * kConfigFeatures);
+    measured.push_back(results[i].log_us);
+  }
+  std::vector<float> predicted;
+  prior_->Predict(x.data(), static_cast<int>(measured.size()), &predicted, nullptr);
+  prior_.reset();
+  int agree = 0, pairs = 0;
+  for (size_t i = 0; i < measured.size(); ++i)
+    for (size_t j = i + 1; j < measured.size(); ++j) {
+      if (measured[i] == measured[j]) continue;
+      ++pairs;
+      agree += (predicted[i] < predicted[j]) == (measured[i] < measured[j]);
+    }
+  if (pairs == 0 || agree >= o_.trust_min * pairs) return;
+  policy_ = std::make_unique<PolicyNet>(features_, index_, ctx_.seed + 1);
+  cost_ = std::make_unique<CostModel>(ctx_.seed + 1);
+  warm_ = false;
+  std::vector<Row> rows;
+  for (const auto& s : samples_) rows.push_back(s.row);
+  std::vector<float> logp = policy_->LogProb(rows);
+  for (size_t i = 0; i < samples_.size(); ++i) samples_[i].old_logp = logp[i];
+  old_logp_.clear();
+  predicted_.clear();
+  recent_.clear();
+  queue_.clear();
+  sampler_.SetLogits(policy_->Logits(), policy_->LogNormalizer());
+  since_ = UpdateEvery();  // learn from everything measured so far before the next proposal
 }
 
 void PolicyStrategy::Refresh() {
@@ -237,7 +285,7 @@ void PolicyStrategy::Refresh() {
   for (size_t i = 0; i < pool.size(); ++i)
     features_.ConfigRow(pool[i], x.data() + i * kConfigFeatures);
   std::vector<float> mean, spread, fail;
-  cost_.Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
+  cost_->Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
   std::vector<std::pair<float, int>> acq(pool.size());
   for (size_t i = 0; i < pool.size(); ++i)
     acq[i] = {mean[i] - static_cast<float>(o_.kappa) * spread[i] +
@@ -245,8 +293,8 @@ void PolicyStrategy::Refresh() {
               static_cast<int>(i)};
   if (o_.thompson) {
     std::vector<float> members;
-    cost_.PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
-    const size_t m = (refreshes_++ % cost_.members()) * pool.size();
+    cost_->PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
+    const size_t m = (refreshes_++ % cost_->members()) * pool.size();
     for (size_t i = 0; i < pool.size(); ++i)
       acq[i].first = members[m + i] + static_cast<float>(o_.fail_penalty) * fail[i];
   }
@@ -296,6 +344,10 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->ppo_epochs = v;
     else if (k == "ppo_window")
       o->ppo_window = v;
+    else if (k == "trust_after")
+      o->trust_after = v;
+    else if (k == "trust_min")
+      o->trust_min = v;
     else
       return absl::InvalidArgumentError(absl::StrCat("unknown policy option ", k));
   }

@@ -25,6 +25,11 @@ struct PolicyOptions {
   int ppo_epochs = 2;          // PPO passes per learning update
   int ppo_window = 256;        // most recent observations in a PPO batch
   int save_every = 64;         // observations between per-job checkpoint saves
+  // A warm start's trust check: after trust_after successful results, the checkpoint's cost
+  // model (as loaded) ranks them; below trust_min of pairs in the right order, the policy and
+  // cost model start over cold from the measurements. 0 disables the check.
+  int trust_after = 8;
+  double trust_min = 0.6;
 };
 // Reads overrides such as "kappa=1,explore=0.05" (for experiments; unknown keys are errors).
 absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o);
