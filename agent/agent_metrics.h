@@ -11,6 +11,9 @@ inline constexpr char kPolicyLoss[] = "kiln_policy_loss";
 inline constexpr char kPolicyEntropy[] = "kiln_policy_entropy";
 inline constexpr char kPolicyReward[] = "kiln_policy_reward";
 inline constexpr char kCostModelRankAccuracy[] = "kiln_cost_model_rank_accuracy";
+// A warm start's trust check: the checkpoint's rank accuracy on the first results (reported
+// once; the coordinator has no gauge for it yet, tests and benchmarks read it).
+inline constexpr char kPriorRankAccuracy[] = "kiln_policy_prior_rank_accuracy";
 
 // A sink the coordinator implements (server/ forwards to Prometheus gauges). Called from the
 // thread that drives the strategy; implementations must be cheap and thread-safe.

@@ -116,7 +116,7 @@ class PolicyStrategy final : public Strategy {
   }
 
   bool Next(Row* r) {
-    const int initial = warm_ ? o_.initial_warm : o_.initial;
+    const int initial = std::max(warm_ ? o_.initial_warm : o_.initial, fill_until_);
     if (static_cast<int>(ledger_.num_seen()) < initial)
       return SpaceFilling(ledger_, chosen_, 64, rng_, r) || ledger_.RandomUnseen(rng_, r);
     if (!learned_) Learn();
@@ -164,7 +164,7 @@ class PolicyStrategy final : public Strategy {
   Sampler sampler_;
   std::mt19937_64 rng_;
   bool warm_ = false, learned_ = false;
-  int since_ = 0, ok_results_ = 0;
+  int since_ = 0, ok_results_ = 0, fill_until_ = 0;
   size_t saved_at_ = 0;
   std::vector<Row> chosen_;
   std::vector<float> x_;       // features of every result, in ledger order
@@ -244,6 +244,7 @@ void PolicyStrategy::CheckTrust() {
       ++pairs;
       agree += (predicted[i] < predicted[j]) == (measured[i] < measured[j]);
     }
+  if (pairs > 0) Report(kPriorRankAccuracy, static_cast<double>(agree) / pairs);
   if (pairs == 0 || agree >= o_.trust_min * pairs) return;
   policy_ = std::make_unique<PolicyNet>(features_, index_, ctx_.seed + 1);
   cost_ = std::make_unique<CostModel>(ctx_.seed + 1);
@@ -258,6 +259,8 @@ void PolicyStrategy::CheckTrust() {
   queue_.clear();
   sampler_.SetLogits(policy_->Logits(), policy_->LogNormalizer());
   since_ = UpdateEvery();  // learn from everything measured so far before the next proposal
+  // and explore as a cold start would: the prior's picks crowd one region of the space.
+  fill_until_ = static_cast<int>(ledger_.num_seen()) + o_.initial;
 }
 
 void PolicyStrategy::Refresh() {

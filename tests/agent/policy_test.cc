@@ -184,5 +184,43 @@ TEST(PolicyStrategy, ReportsItsMetrics) {
   EXPECT_LE(sink->seen[kCostModelRankAccuracy], 1);
 }
 
+// A checkpoint trained where large tiles are fast, warm-starting a space where small tiles are:
+// its cost model ranks the first results backwards, so the strategy distrusts it (restarts cold)
+// and still finds the optimum; a checkpoint from the same landscape is trusted.
+TEST(PolicyStrategy, DistrustsACheckpointThatRanksBackwards) {
+  const std::string path = TempPath("prior") + ".pt";
+  auto run = [&](const std::string& strategy, bool large_fast, int trials,
+                 std::shared_ptr<Recorder> sink, double* best_tile) {
+    StrategyContext c;
+    c.space = Space();
+    c.seed = 5;
+    c.persist = !strategy.empty() && strategy == "policy";
+    c.save_checkpoint = c.persist ? path : "";
+    c.metrics = sink;
+    auto s = NewStrategy(strategy, c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    double best = 1e30;
+    for (int i = 0; i < trials; ++i) {
+      auto p = (*s)->Propose(1);
+      if (p.empty()) break;
+      const double tile = p[0].at("TILE"), us = large_fast ? 40.0 - tile : 1.0 + tile;
+      if (us < best) best = us, *best_tile = tile;
+      (*s)->Observe({{p[0], v1::OK, us + 0.1 * p[0].at("VEC") + 0.01 * p[0].at("UNROLL")}});
+    }
+  };
+  double tile = 0;
+  run("policy", /*large_fast=*/true, 30, nullptr, &tile);  // writes the checkpoint
+  auto distrusted = std::make_shared<Recorder>();
+  run("policy:" + path, /*large_fast=*/false, 20, distrusted, &tile);
+  ASSERT_TRUE(distrusted->seen.count(kPriorRankAccuracy));
+  EXPECT_LT(distrusted->seen[kPriorRankAccuracy], 0.6);
+  EXPECT_EQ(tile, 1);  // found the fastest tile anyway
+  auto trusted = std::make_shared<Recorder>();
+  run("policy:" + path, /*large_fast=*/true, 20, trusted, &tile);
+  ASSERT_TRUE(trusted->seen.count(kPriorRankAccuracy));
+  EXPECT_GE(trusted->seen[kPriorRankAccuracy], 0.6);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace kiln::agent
