@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 
 namespace kiln::hardware {
@@ -21,6 +22,16 @@ FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {
 }
 
 FloatBuffer::~FloatBuffer() { std::free(data_); }
+
+std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets) {
+  for (*sets = std::max(1, *sets);; *sets /= 2) {
+    try {
+      return std::make_unique<FloatBuffer>(floats_per_set * *sets);
+    } catch (const std::bad_alloc&) {
+      if (*sets <= 1) throw;
+    }
+  }
+}
 
 void FillUniform(float* data, size_t n, uint64_t seed) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace kiln::hardware {
 
@@ -23,6 +24,11 @@ class FloatBuffer {
   float* data_ = nullptr;
   size_t floats_ = 0;
 };
+
+// `*sets` rotating operand sets of `floats_per_set` floats in one buffer. While the allocation
+// fails (a trial's memory limit below the cold footprint), the count is halved, down to one set
+// (then std::bad_alloc propagates); `*sets` says how many were allocated.
+std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets);
 
 // Deterministic uniform values in [-1, 1) from `seed` (splitmix64): the same seed gives the
 // same inputs on every machine.

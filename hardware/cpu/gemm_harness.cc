@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -59,8 +60,9 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
     // With a prepack, the B slot holds the packed weights, packed once (timed on its own).
     const size_t bt_n = prepack ? PadFloats(prepack->floats(N, K)) : b_n;
     const size_t set_n = a_n + bt_n + c_n;
-    const int sets = RotatingSets(set_n * sizeof(float), chip, opts.warm);
-    FloatBuffer arena(set_n * sets);
+    int sets = RotatingSets(set_n * sizeof(float), chip, opts.warm);
+    std::unique_ptr<FloatBuffer> arena_memory = RotatingArena(set_n, &sets);
+    FloatBuffer& arena = *arena_memory;
     FillUniform(arena.data(), a_n, TimingSeed(opts.seed));
     if (prepack) {
       FloatBuffer b(b_n);

@@ -99,8 +99,9 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
       }
       max_error = check.max_error;
     }
-    const int sets = RotatingSets(layout.floats * sizeof(float), chip, opts.warm);
-    FloatBuffer arena(layout.floats * sets);
+    int sets = RotatingSets(layout.floats * sizeof(float), chip, opts.warm);
+    std::unique_ptr<FloatBuffer> arena_memory = RotatingArena(layout.floats, &sets);
+    FloatBuffer& arena = *arena_memory;
     FillSet(c, layout, arena.data(), opts.seed * 2 + 2);
     for (int s = 1; s < sets; ++s)
       std::memcpy(arena.data() + s * layout.floats, arena.data(), layout.floats * sizeof(float));
