@@ -93,6 +93,13 @@ class PolicyStrategy final : public Strategy {
         any |=
             mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
       if (!any) mask_[mask_.size() - 1 - rng_() % cost_->members()] = 1;
+      for (int k = 0; k < index_->num_knobs(); ++k) ++crowd_[CrowdKey(res.row, k)];
+      if (res.ok && res.log_us < stall_best_ - 0.01) {
+        stall_best_ = res.log_us;
+        stall_ = 0;
+      } else {
+        ++stall_;
+      }
       ++since_;
       ok_results_ += res.ok;
     }
@@ -140,6 +147,23 @@ class PolicyStrategy final : public Strategy {
     return ledger_.RandomUnseen(rng_, r);
   }
 
+  // A configuration with one knob left out: measured rows sharing it crowd that line.
+  static uint64_t CrowdKey(const Row& r, int skip) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL * (skip + 1);
+    for (int k = 0; k < static_cast<int>(r.size()); ++k)
+      h = (h ^ (static_cast<uint64_t>(k == skip ? -1 : r[k]) + 0x632be5ab)) * 0x100000001b3ULL;
+    return h;
+  }
+  // How many measured rows differ from `r` in exactly one knob (r itself unmeasured).
+  int Crowd(const Row& r) const {
+    int n = 0;
+    for (int k = 0; k < index_->num_knobs(); ++k) {
+      auto it = crowd_.find(CrowdKey(r, k));
+      if (it != crowd_.end()) n += it->second;
+    }
+    return n;
+  }
+
   void Learn();
   void Refresh();
   void CheckTrust();
@@ -165,6 +189,8 @@ class PolicyStrategy final : public Strategy {
   std::mt19937_64 rng_;
   bool warm_ = false, learned_ = false;
   int since_ = 0, ok_results_ = 0, fill_until_ = 0;
+  int stall_ = 0;  // results since the best improved by 1%
+  double stall_best_ = 1e300;
   size_t saved_at_ = 0;
   std::vector<Row> chosen_;
   std::vector<float> x_;       // features of every result, in ledger order
@@ -174,6 +200,7 @@ class PolicyStrategy final : public Strategy {
   std::unordered_map<uint64_t, float> old_logp_, predicted_;
   std::deque<std::pair<float, float>> recent_;  // (predicted, measured) for rank accuracy
   std::deque<Row> queue_;                       // screened candidates, most promising first
+  std::unordered_map<uint64_t, int> crowd_;     // CrowdKey -> measured rows on that line
 };
 
 void PolicyStrategy::Learn() {
@@ -199,7 +226,7 @@ void PolicyStrategy::Learn() {
           ok[i] ? std::clamp(static_cast<float>((median - results[i].log_us) / sd), -3.0f, 3.0f)
                 : kFailureReward;
     }
-    cost_->Train(x_, y, ok, mask_, o_.cost_steps, rng_);
+    cost_->Train(x_, y, ok, mask_, results.size() < 64 ? o_.cost_steps_early : o_.cost_steps, rng_);
     size_t from =
         samples_.size() > static_cast<size_t>(o_.ppo_window) ? samples_.size() - o_.ppo_window : 0;
     PpoStats st = policy_->Update({samples_.begin() + from, samples_.end()}, o_.ppo_epochs);
@@ -287,12 +314,14 @@ void PolicyStrategy::Refresh() {
   std::vector<float> x(pool.size() * kConfigFeatures);
   for (size_t i = 0; i < pool.size(); ++i)
     features_.ConfigRow(pool[i], x.data() + i * kConfigFeatures);
+  const double crowd = stall_ >= o_.crowd_after ? o_.crowd : 0.0;
   std::vector<float> mean, spread, fail;
   cost_->Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
   std::vector<std::pair<float, int>> acq(pool.size());
   for (size_t i = 0; i < pool.size(); ++i)
     acq[i] = {mean[i] - static_cast<float>(o_.kappa) * spread[i] +
-                  static_cast<float>(o_.fail_penalty) * fail[i],
+                  static_cast<float>(o_.fail_penalty) * fail[i] +
+                  static_cast<float>(crowd * std::log1p(Crowd(pool[i]))),
               static_cast<int>(i)};
   if (o_.thompson) {
     std::vector<float> members;
@@ -343,6 +372,12 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->fail_penalty = v;
     else if (k == "cost_steps")
       o->cost_steps = v;
+    else if (k == "crowd_after")
+      o->crowd_after = v;
+    else if (k == "crowd")
+      o->crowd = v;
+    else if (k == "cost_steps_early")
+      o->cost_steps_early = v;
     else if (k == "ppo_epochs")
       o->ppo_epochs = v;
     else if (k == "ppo_window")

@@ -20,8 +20,11 @@ struct PolicyOptions {
   double explore_uniform = 0;  // share of proposals drawn uniformly at random
   int bootstrap = 1;           // cost-model members train on bootstrap subsets of the results
   int thompson = 0;            // screen with one member per refresh (Thompson-style) instead
+  double crowd = 0;            // screening adds this times log(1 + measured one-knob neighbours)
+  int crowd_after = 0;         // ... once the best has not improved by 1% for this many results
   double fail_penalty = 1.0;   // screening adds this times the predicted chance of failing
   int cost_steps = 6;          // cost-model gradient steps per learning update
+  int cost_steps_early = 6;    // the same while under 64 results (cheap, and each one matters)
   int ppo_epochs = 2;          // PPO passes per learning update
   int ppo_window = 256;        // most recent observations in a PPO batch
   int save_every = 64;         // observations between per-job checkpoint saves
