@@ -5,11 +5,32 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <new>
+#include <thread>
+#include <vector>
 
 namespace kiln::hardware {
+namespace {
+
+// Runs body(begin, end) over [0, n) in one contiguous chunk per core: the operand buffers are
+// hundreds of MiB (the cold rotation), and one thread filling them was most of a trial's setup.
+void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body) {
+  constexpr size_t kMinChunk = size_t{4} << 20;
+  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());  // reads /sys
+  const size_t threads = std::clamp<size_t>(n / kMinChunk, 1, cores);
+  if (threads == 1) return body(0, n);
+  std::vector<std::thread> pool;
+  const size_t chunk = (n + threads - 1) / threads;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] { body(std::min(n, t * chunk), std::min(n, (t + 1) * chunk)); });
+  body(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
 
 FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {
   constexpr size_t kAlign = 2 << 20;
@@ -17,8 +38,10 @@ FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {
       std::max<size_t>(kAlign, (floats * sizeof(float) + kAlign - 1) / kAlign * kAlign);
   data_ = static_cast<float*>(std::aligned_alloc(kAlign, bytes));
   if (!data_) throw std::bad_alloc();
-  madvise(data_, bytes, MADV_HUGEPAGE);  // best effort
-  std::memset(data_, 0, bytes);          // fault every page in now, not while timing
+  madvise(data_, bytes, MADV_HUGEPAGE);               // best effort
+  ParallelChunks(bytes, [this](size_t b, size_t e) {  // fault every page in now, not while timing
+    std::memset(reinterpret_cast<char*>(data_) + b, 0, e - b);
+  });
 }
 
 FloatBuffer::~FloatBuffer() { std::free(data_); }
@@ -34,20 +57,27 @@ std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets) {
 }
 
 void FillUniform(float* data, size_t n, uint64_t seed) {
-  uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    // 24 random bits -> [0, 1) exactly representable in fp32, then [-1, 1).
-    data[i] = static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-  }
+  const uint64_t origin = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+  ParallelChunks(n, [&](size_t begin, size_t end) {
+    uint64_t state = origin + begin * 0x9E3779B97F4A7C15ULL;  // element i's state, jumped to
+    for (size_t i = begin; i < end; ++i) {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      z ^= z >> 31;
+      // 24 random bits -> [0, 1) exactly representable in fp32, then [-1, 1).
+      data[i] = static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+    }
+  });
+}
+
+void CopyFloats(float* dst, const float* src, size_t n) {
+  ParallelChunks(n, [&](size_t b, size_t e) { std::memcpy(dst + b, src + b, (e - b) * 4); });
 }
 
 void FillNaN(float* data, size_t n) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (size_t i = 0; i < n; ++i) data[i] = nan;
+  ParallelChunks(n, [&](size_t b, size_t e) { std::fill(data + b, data + e, nan); });
 }
 
 }  // namespace kiln::hardware

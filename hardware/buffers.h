@@ -34,6 +34,9 @@ std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets);
 // same inputs on every machine.
 void FillUniform(float* data, size_t n, uint64_t seed);
 
+// memcpy of n floats, on every core (the rotating sets' copies of set 0).
+void CopyFloats(float* dst, const float* src, size_t n);
+
 // Sets every element to a quiet NaN (outputs are poisoned before verification).
 void FillNaN(float* data, size_t n);
 

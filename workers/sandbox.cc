@@ -1,5 +1,7 @@
 #include "workers/sandbox.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,8 @@
 namespace kiln::workers {
 namespace {
 
+constexpr double kTuneMaxSeconds = 0.4;
+
 std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
 }
@@ -29,13 +33,29 @@ v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
 
 }  // namespace
 
+std::string TrialExecutable(v1::TrialKind kind) {
+  // Baselines and steps run LibTorch's operators: the hosting binary has it linked.
+  if (kind == v1::BASELINE || kind == v1::STEP) return SelfExecutable();
+  static const std::string lean = [] {
+    if (const char* env = std::getenv("KILN_TRIAL_EXECUTABLE")) return std::string(env);
+    const std::string self = SelfExecutable();
+    const std::string beside = self.substr(0, self.rfind('/') + 1) + kTrialExecutableName;
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+#ifdef KILN_TRIAL_BUILD_PATH
+    if (access(KILN_TRIAL_BUILD_PATH, X_OK) == 0) return std::string(KILN_TRIAL_BUILD_PATH);
+#endif
+    return self;
+  }();
+  return lean;
+}
+
 v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLimits& limits) {
   SubprocessOptions opts;
   opts.stdin_data = request.SerializeAsString();
   opts.timeout_seconds = limits.timeout_seconds;
   opts.memory_limit_bytes = limits.memory_bytes;
   opts.max_output_bytes = 16 << 20;
-  std::string exe = limits.executable.empty() ? SelfExecutable() : limits.executable;
+  std::string exe = limits.executable.empty() ? TrialExecutable(request.kind()) : limits.executable;
   SubprocessResult r = RunSubprocess({exe, kTrialChildFlag}, opts);
   std::string stderr_tail = Tail(r.stderr_data, 1500);
   if (!r.started) return Failed(v1::CRASHED, "cannot start the trial process: " + r.error);
@@ -112,7 +132,12 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   req.set_kind(trial.kind());
   req.set_seed(1);
   req.set_max_seconds(1.0);
-  if (trial.kind() == v1::TUNE) req.set_race_us(trial.race_us());
+  if (trial.kind() == v1::TUNE) {
+    // A tuning trial only has to rank its kernel: a shorter cap (still dozens of samples for a
+    // millisecond kernel, and racing ends a loser sooner); baselines get the full second.
+    req.set_max_seconds(kTuneMaxSeconds);
+    req.set_race_us(trial.race_us());
+  }
   if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {
     out.measurement = Failed(v1::UNSUPPORTED, "this device does not support the workload");
@@ -149,51 +174,6 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   out.measurement = RunSandboxed(req, limits);
   out.measurement.set_compile_seconds(compiled->compile_seconds);
   return out;
-}
-
-int TrialChildMain() {
-  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  v1::SandboxRequest req;
-  if (!req.ParseFromString(input)) {
-    std::fprintf(stderr, "trial child: malformed request on stdin\n");
-    return 3;
-  }
-  auto device = hardware::OpenDevice(req.device(), &req.chip());
-  if (!device.ok()) {
-    std::fprintf(stderr, "trial child: %s\n", std::string(device.status().message()).c_str());
-    return 3;
-  }
-  hardware::MeasureOptions opts;
-  opts.warm = req.warm();
-  if (req.max_seconds() > 0) opts.max_seconds = req.max_seconds();
-  opts.race_us = req.race_us();
-  opts.seed = req.seed();
-  v1::Measurement m;
-  if (req.kind() == v1::STEP) {
-    hardware::StepOptions step_opts;
-    step_opts.seed = req.seed();
-    auto r = hardware::RunCpuStep(req.step(), req.chip(), step_opts);
-    if (r.ok()) {
-      m.set_status(v1::OK);
-      m.set_median_us(r->step_us());
-      for (double s : r->samples_us()) m.add_samples_us(s);
-      *m.mutable_step() = *r;
-    } else {
-      m.set_status(v1::CRASHED);
-      m.set_message(absl::StrCat("step: ", r.status().message()));
-    }
-  } else if (req.kind() == v1::BASELINE) {
-    m = (*device)->MeasureBaseline(req.workload(), opts);
-  } else {
-    hardware::CompiledKernel k;
-    k.artifact = req.artifact();
-    k.entry = req.entry();
-    m = (*device)->Measure(req.workload(), k, opts);
-  }
-  std::string out = m.SerializeAsString();
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
-  return 0;
 }
 
 }  // namespace kiln::workers

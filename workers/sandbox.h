@@ -12,8 +12,13 @@ namespace kiln::workers {
 struct SandboxLimits {
   double timeout_seconds = 30;
   long long memory_bytes = 8LL << 30;
-  std::string executable;  // binary that handles kTrialChildFlag; default: this one
+  std::string executable;  // binary that handles kTrialChildFlag; default: TrialExecutable()
 };
+
+// The binary a trial of `kind` runs in: for tuning trials kiln-trial (KILN_TRIAL_EXECUTABLE, or
+// beside this executable, or in the build tree), which starts without loading LibTorch; for
+// baselines and steps, and when kiln-trial is not found, this executable.
+std::string TrialExecutable(v1::TrialKind kind);
 
 // Always returns a Measurement: OK/WRONG_RESULT/SUSPECT from the child, or TIMEOUT/CRASHED
 // with a message saying what happened to it.

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "workers/trial_child.h"  // binaries hosting a worker host the trial child too
 
 namespace kiln::workers {
 
@@ -30,10 +31,5 @@ class Worker {
 };
 
 absl::StatusOr<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& o);
-
-// Entry of the sandboxed trial child: reads a SandboxRequest on stdin, writes a Measurement on
-// stdout. Binaries that host a worker call this first when argv[1] == kTrialChildFlag.
-inline constexpr char kTrialChildFlag[] = "--kiln-trial-child";
-int TrialChildMain();
 
 }  // namespace kiln::workers

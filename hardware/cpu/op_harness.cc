@@ -104,7 +104,7 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
     FloatBuffer& arena = *arena_memory;
     FillSet(c, layout, arena.data(), opts.seed * 2 + 2);
     for (int s = 1; s < sets; ++s)
-      std::memcpy(arena.data() + s * layout.floats, arena.data(), layout.floats * sizeof(float));
+      CopyFloats(arena.data() + s * layout.floats, arena.data(), layout.floats);
     std::vector<std::vector<void*>> ptrs;
     for (int s = 0; s < sets; ++s)
       ptrs.push_back(layout.Pointers(arena.data() + s * layout.floats));

@@ -2,6 +2,7 @@
 // process (the worker) keeps serving.
 #include "workers/sandbox.h"
 
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "workers/worker.h"
 
@@ -80,6 +81,23 @@ TEST_F(SandboxTest, RunawayAllocationIsStoppedByTheMemoryLimit) {
       20, 2048LL << 20);  // the trial child maps LibTorch's libraries: leave room for them
   EXPECT_EQ(m.status(), v1::CRASHED);
   EXPECT_NE(m.message().find("memory limit 2048 MiB"), std::string::npos) << m.message();
+}
+
+// Tuning trials run in kiln-trial, which starts without LibTorch; baselines and steps need
+// LibTorch's operators and run in this (the hosting) binary.
+TEST(TrialExecutableTest, TuningTrialsRunInTheLeanExecutable) {
+  const std::string tune = TrialExecutable(v1::TUNE);
+  EXPECT_EQ(tune.substr(tune.rfind('/') + 1), kTrialExecutableName) << tune;
+  EXPECT_EQ(TrialExecutable(v1::BASELINE), SelfExecutable());
+  EXPECT_EQ(TrialExecutable(v1::STEP), SelfExecutable());
+  // It says what it is when started by hand, and it links no LibTorch.
+  SubprocessResult r = RunSubprocess({tune}, {});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_data.find("not for direct use"), std::string::npos) << r.stderr_data;
+  SubprocessResult maps = RunSubprocess({"ldd", tune}, {});
+  if (maps.ok()) {
+    EXPECT_EQ(maps.stdout_data.find("libtorch"), std::string::npos) << maps.stdout_data;
+  }
 }
 
 TEST_F(SandboxTest, WrongKernelIsWrongResult) {

@@ -1,0 +1,16 @@
+// kiln-trial: the lean host of the sandboxed trial child (workers/trial_child.h). The worker
+// starts one per tuning trial; it has no LibTorch, so it cannot run baselines or steps.
+#include <cstdio>
+#include <cstring>
+
+#include "workers/trial_child.h"
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], kiln::workers::kTrialChildFlag) == 0)
+    return kiln::workers::TrialChildMain();
+  std::fprintf(stderr,
+               "kiln-trial: runs one sandboxed trial for a Kiln worker; not for direct use\n"
+               "usage: kiln-trial %s < SANDBOX_REQUEST\n",
+               kiln::workers::kTrialChildFlag);
+  return 2;
+}
