@@ -13,14 +13,10 @@
 #include <vector>
 
 namespace kiln::hardware {
-namespace {
 
-// Runs body(begin, end) over [0, n) in one contiguous chunk per core: the operand buffers are
-// hundreds of MiB (the cold rotation), and one thread filling them was most of a trial's setup.
-void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body) {
-  constexpr size_t kMinChunk = size_t{4} << 20;
+void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body, size_t min_chunk) {
   static const size_t cores = std::max(1u, std::thread::hardware_concurrency());  // reads /sys
-  const size_t threads = std::clamp<size_t>(n / kMinChunk, 1, cores);
+  const size_t threads = std::clamp<size_t>(n / std::max<size_t>(1, min_chunk), 1, cores);
   if (threads == 1) return body(0, n);
   std::vector<std::thread> pool;
   const size_t chunk = (n + threads - 1) / threads;
@@ -29,8 +25,6 @@ void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body) {
   body(0, std::min(n, chunk));
   for (auto& th : pool) th.join();
 }
-
-}  // namespace
 
 FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {
   constexpr size_t kAlign = 2 << 20;

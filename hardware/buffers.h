@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace kiln::hardware {
@@ -33,6 +34,13 @@ std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets);
 // Deterministic uniform values in [-1, 1) from `seed` (splitmix64): the same seed gives the
 // same inputs on every machine.
 void FillUniform(float* data, size_t n, uint64_t seed);
+
+// Runs body(begin, end) over [0, n) in one contiguous chunk per core (chunks of at least
+// min_chunk; one chunk on the calling thread when n is smaller). The operand buffers are hundreds
+// of MiB (the cold rotation): filling, copying and checking them on one thread was most of a
+// trial's setup.
+void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body,
+                    size_t min_chunk = size_t{4} << 20);
 
 // memcpy of n floats, on every core (the rotating sets' copies of set 0).
 void CopyFloats(float* dst, const float* src, size_t n);

@@ -73,21 +73,29 @@ int FirstBadRowByChecksum(int M, int N, int K, const float* A, const float* B, c
 }  // namespace
 
 void ReferenceGemm(int M, int N, int K, const float* A, const float* B, double* ref, double* mag) {
-  // Rows of C in blocks whose double accumulators (16 bytes per element) fit in ~512 KiB, so
-  // B streams from memory once per block; i-k-j order inside a block keeps every access
-  // contiguous.
-  const int rows = std::clamp<int>(static_cast<int>((512 << 10) / (16.0 * N)), 1, std::max(1, M));
   std::fill(ref, ref + static_cast<size_t>(M) * N, 0.0);
   std::fill(mag, mag + static_cast<size_t>(M) * N, 0.0);
-  for (int i0 = 0; i0 < M; i0 += rows) {
-    const int i1 = std::min(M, i0 + rows);
-    for (int k = 0; k < K; ++k) {
-      const float* b = B + static_cast<size_t>(k) * N;
-      for (int i = i0; i < i1; ++i)
-        RowUpdate(N, A[static_cast<size_t>(i) * K + k], b, ref + static_cast<size_t>(i) * N,
-                  mag + static_cast<size_t>(i) * N);
-    }
-  }
+  // Columns split over the cores. In each part, rows of C in blocks whose double accumulators (16
+  // bytes per element) fit in ~512 KiB, so B streams from memory once per block; i-k-j order
+  // inside a block keeps every access contiguous.
+  ParallelChunks(
+      N,
+      [&](size_t j0, size_t j1) {
+        const int n = static_cast<int>(j1 - j0);
+        const int rows =
+            std::clamp<int>(static_cast<int>((512 << 10) / (16.0 * n)), 1, std::max(1, M));
+        for (int i0 = 0; i0 < M; i0 += rows) {
+          const int i1 = std::min(M, i0 + rows);
+          for (int k = 0; k < K; ++k) {
+            const float* b = B + static_cast<size_t>(k) * N + j0;
+            for (int i = i0; i < i1; ++i)
+              RowUpdate(n, A[static_cast<size_t>(i) * K + k], b,
+                        ref + static_cast<size_t>(i) * N + j0,
+                        mag + static_cast<size_t>(i) * N + j0);
+          }
+        }
+      },
+      /*min_chunk=*/256);
 }
 
 GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const float* C,
