@@ -10,20 +10,23 @@
 #include <memory>
 #include <new>
 #include <thread>
-#include <vector>
+
+// The process's thread pool (hardware/cpu/kernel_runtime.cc, in this library).
+extern "C" void kiln_rt_parallel_for_v1(long n, int nt, void (*call)(const void*, long),
+                                        const void* body);
 
 namespace kiln::hardware {
 
 void ParallelChunks(size_t n, const std::function<void(size_t, size_t)>& body, size_t min_chunk) {
   static const size_t cores = std::max(1u, std::thread::hardware_concurrency());  // reads /sys
-  const size_t threads = std::clamp<size_t>(n / std::max<size_t>(1, min_chunk), 1, cores);
-  if (threads == 1) return body(0, n);
-  std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (size_t t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] { body(std::min(n, t * chunk), std::min(n, (t + 1) * chunk)); });
-  body(0, std::min(n, chunk));
-  for (auto& th : pool) th.join();
+  const size_t parts = std::clamp<size_t>(n / std::max<size_t>(1, min_chunk), 1, cores);
+  if (parts == 1) return body(0, n);
+  // On the process's one thread pool, the one loaded kernels use (cpu/kernel_runtime.cc).
+  const size_t chunk = (n + parts - 1) / parts;
+  auto part = [&](long i) { body(std::min(n, i * chunk), std::min(n, (i + 1) * chunk)); };
+  kiln_rt_parallel_for_v1(
+      static_cast<long>(parts), static_cast<int>(parts),
+      [](const void* f, long i) { (*static_cast<const decltype(part)*>(f))(i); }, &part);
 }
 
 FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {

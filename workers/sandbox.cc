@@ -131,13 +131,10 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   *req.mutable_workload() = trial.workload();
   req.set_kind(trial.kind());
   req.set_seed(1);
-  req.set_max_seconds(1.0);
-  if (trial.kind() == v1::TUNE) {
-    // A tuning trial only has to rank its kernel: a shorter cap (still dozens of samples for a
-    // millisecond kernel, and racing ends a loser sooner); baselines get the full second.
-    req.set_max_seconds(kTuneMaxSeconds);
-    req.set_race_us(trial.race_us());
-  }
+  // A tuning trial only has to rank its kernel: a shorter cap (still dozens of samples for a
+  // millisecond kernel, and racing ends a loser sooner); baselines get the full second.
+  req.set_max_seconds(trial.kind() == v1::TUNE ? kTuneMaxSeconds : 1.0);
+  if (trial.kind() == v1::TUNE) req.set_race_us(trial.race_us());
   if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {
     out.measurement = Failed(v1::UNSUPPORTED, "this device does not support the workload");

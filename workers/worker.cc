@@ -201,14 +201,7 @@ class WorkerImpl final : public Worker {
       }
       delay = 200;
       metrics_.SetConnected(true);
-      const auto compile_start = std::chrono::steady_clock::now();
-      const int compiled = Precompile(resp);
-      compile_share_ =
-          compiled > 0
-              ? std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start)
-                        .count() /
-                    compiled
-              : 0;
+      Precompile(resp);
       for (int i = 0; i < resp.trials_size(); ++i) {
         if (stop_) {  // hand back what was not started
           Release(resp, i);
@@ -223,9 +216,11 @@ class WorkerImpl final : public Worker {
   // Compiles every leased kernel before any is timed, on all cores at once, so compilation
   // overlaps compilation and never a measurement (timing runs alone). The compiled objects
   // land in the device's cache, where RunTrial finds them.
-  // Returns how many kernels it compiled.
-  int Precompile(const v1::LeaseTrialsResponse& resp) {
-    if (resp.trials_size() < 2) return 0;
+  // Sets compile_share_: its wall time over the kernels it compiled.
+  void Precompile(const v1::LeaseTrialsResponse& resp) {
+    compile_share_ = 0;
+    if (resp.trials_size() < 2) return;
+    const auto start = std::chrono::steady_clock::now();
     const v1::ChipFingerprint& chip = device_->Fingerprint();
     std::atomic<int> next{0};
     std::mutex mu;
@@ -248,7 +243,10 @@ class WorkerImpl final : public Worker {
     int n = std::min<int>(resp.trials_size(), std::max(1u, std::thread::hardware_concurrency()));
     for (int i = 0; i < n; ++i) threads.emplace_back(work);
     for (auto& t : threads) t.join();
-    return static_cast<int>(compile_seconds_.size());
+    if (!compile_seconds_.empty())
+      compile_share_ =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+          compile_seconds_.size();
   }
 
   void Release(const v1::LeaseTrialsResponse& resp, int from) {

@@ -93,12 +93,14 @@ class PolicyStrategy final : public Strategy {
         any |=
             mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
       if (!any) mask_[mask_.size() - 1 - rng_() % cost_->members()] = 1;
-      for (int k = 0; k < index_->num_knobs(); ++k) ++crowd_[CrowdKey(res.row, k)];
-      if (res.ok && res.log_us < stall_best_ - 0.01) {
-        stall_best_ = res.log_us;
-        stall_ = 0;
-      } else {
-        ++stall_;
+      if (o_.crowd > 0) {  // the crowding penalty's bookkeeping, only when it is on
+        for (int k = 0; k < index_->num_knobs(); ++k) ++crowd_[CrowdKey(res.row, k)];
+        if (res.ok && res.log_us < stall_best_ - 0.01) {
+          stall_best_ = res.log_us;
+          stall_ = 0;
+        } else {
+          ++stall_;
+        }
       }
       ++since_;
       ok_results_ += res.ok;
@@ -321,7 +323,7 @@ void PolicyStrategy::Refresh() {
   for (size_t i = 0; i < pool.size(); ++i)
     acq[i] = {mean[i] - static_cast<float>(o_.kappa) * spread[i] +
                   static_cast<float>(o_.fail_penalty) * fail[i] +
-                  static_cast<float>(crowd * std::log1p(Crowd(pool[i]))),
+                  (crowd > 0 ? static_cast<float>(crowd * std::log1p(Crowd(pool[i]))) : 0.0f),
               static_cast<int>(i)};
   if (o_.thompson) {
     std::vector<float> members;
