@@ -11,6 +11,7 @@
 #include "agent/policy/checkpoint.h"
 #include "agent/policy/cost_model.h"
 #include "agent/policy/features.h"
+#include "agent/policy/gp_model.h"
 #include "agent/policy/policy_net.h"
 #include "agent/policy/sampler.h"
 #include "codegen/workload.h"
@@ -32,6 +33,7 @@ class PolicyStrategy final : public Strategy {
         policy_(std::make_unique<PolicyNet>(features_, index_, ctx_.seed)),
         cost_(std::make_unique<CostModel>(ctx_.seed)),
         sampler_(features_, *index_),
+        gp_(index_->sizes(), o_.gp_additive != 0),
         rng_(ctx_.seed) {}
 
   ~PolicyStrategy() override { Save(); }
@@ -102,6 +104,16 @@ class PolicyStrategy final : public Strategy {
           ++stall_;
         }
       }
+      if (o_.flip_max > 0 && res.ok && res.log_us < flip_best_ - 0.01) {
+        flip_best_ = res.log_us;
+        flips_.clear();
+        flips_ranked_ = false;
+        for (const Row& n : index_->Neighbours(res.row)) {
+          int k = 0;
+          while (n[k] == res.row[k]) ++k;
+          if (index_->sizes()[k] <= o_.flip_max && !ledger_.Seen(n)) flips_.push_back(n);
+        }
+      }
       ++since_;
       ok_results_ += res.ok;
     }
@@ -129,6 +141,12 @@ class PolicyStrategy final : public Strategy {
     if (static_cast<int>(ledger_.num_seen()) < initial)
       return SpaceFilling(ledger_, chosen_, 64, rng_, r) || ledger_.RandomUnseen(rng_, r);
     if (!learned_) Learn();
+    if (!flips_ranked_) RankFlips();
+    while (!flips_.empty()) {
+      *r = std::move(flips_.front());
+      flips_.pop_front();
+      if (!ledger_.Seen(*r)) return true;
+    }
     double dice = std::uniform_real_distribution<>(0, 1)(rng_);
     if (dice < o_.explore_uniform && ledger_.RandomUnseen(rng_, r)) return true;
     if (dice < o_.explore_uniform + o_.explore) {
@@ -168,6 +186,8 @@ class PolicyStrategy final : public Strategy {
 
   void Learn();
   void Refresh();
+  void RankFlips();
+  void Acquisition(const std::vector<Row>& pool, std::vector<float>* acq, std::vector<float>* mean);
   void CheckTrust();
   void Save() {
     if (!ctx_.save_checkpoint.empty() && !ledger_.results().empty()) {
@@ -188,6 +208,8 @@ class PolicyStrategy final : public Strategy {
   std::unique_ptr<CostModel> cost_;
   std::unique_ptr<CostModel> prior_;  // the checkpoint's cost model as loaded, until trusted
   Sampler sampler_;
+  GpModel gp_;
+  size_t gp_tuned_at_ = 0;  // results when the GP's kernel was last refitted
   std::mt19937_64 rng_;
   bool warm_ = false, learned_ = false;
   int since_ = 0, ok_results_ = 0, fill_until_ = 0;
@@ -202,7 +224,10 @@ class PolicyStrategy final : public Strategy {
   std::unordered_map<uint64_t, float> old_logp_, predicted_;
   std::deque<std::pair<float, float>> recent_;  // (predicted, measured) for rank accuracy
   std::deque<Row> queue_;                       // screened candidates, most promising first
-  std::unordered_map<uint64_t, int> crowd_;     // CrowdKey -> measured rows on that line
+  std::deque<Row> flips_;                       // the new best's categorical neighbours
+  double flip_best_ = 1e300;
+  bool flips_ranked_ = true;
+  std::unordered_map<uint64_t, int> crowd_;  // CrowdKey -> measured rows on that line
 };
 
 void PolicyStrategy::Learn() {
@@ -229,6 +254,16 @@ void PolicyStrategy::Learn() {
                 : kFailureReward;
     }
     cost_->Train(x_, y, ok, mask_, results.size() < 64 ? o_.cost_steps_early : o_.cost_steps, rng_);
+    if (o_.gp) {
+      std::vector<Row> rows;
+      std::vector<double> gy;
+      for (size_t i = 0; i < results.size(); ++i)
+        if (ok[i]) rows.push_back(results[i].row), gy.push_back(y[i]);
+      const bool tune = gp_tuned_at_ == 0 || results.size() >= gp_tuned_at_ + o_.gp_tune_every;
+      if (tune) gp_tuned_at_ = results.size();
+      gp_.set_weight_prior(o_.gp_prior);
+      gp_.Fit(rows, gy, tune, o_.gp_rows);
+    }
     size_t from =
         samples_.size() > static_cast<size_t>(o_.ppo_window) ? samples_.size() - o_.ppo_window : 0;
     PpoStats st = policy_->Update({samples_.begin() + from, samples_.end()}, o_.ppo_epochs);
@@ -289,7 +324,57 @@ void PolicyStrategy::CheckTrust() {
   sampler_.SetLogits(policy_->Logits(), policy_->LogNormalizer());
   since_ = UpdateEvery();  // learn from everything measured so far before the next proposal
   // and explore as a cold start would: the prior's picks crowd one region of the space.
-  fill_until_ = static_cast<int>(ledger_.num_seen()) + o_.initial;
+  fill_until_ = static_cast<int>(ledger_.num_seen()) + o_.trust_refill;
+}
+
+// The screen's score for each row (lower is more promising): a lower confidence bound on the
+// predicted log latency plus the failure and crowding penalties. `mean` (optional) gets the
+// predicted mean.
+void PolicyStrategy::Acquisition(const std::vector<Row>& pool, std::vector<float>* acq,
+                                 std::vector<float>* mean_out) {
+  std::vector<float> x(pool.size() * kConfigFeatures);
+  for (size_t i = 0; i < pool.size(); ++i)
+    features_.ConfigRow(pool[i], x.data() + i * kConfigFeatures);
+  const double crowd = stall_ >= o_.crowd_after ? o_.crowd : 0.0;
+  std::vector<float> mean, spread, fail;
+  cost_->Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
+  float kappa = static_cast<float>(o_.kappa);
+  if (o_.gp && gp_tuned_at_ > 0) {
+    std::vector<float> gmean, gsd;
+    gp_.Predict(pool, &gmean, &gsd);
+    const float w = o_.gp == 1 ? 1.0f : 0.5f;
+    for (size_t i = 0; i < pool.size(); ++i) {
+      mean[i] = w * gmean[i] + (1 - w) * mean[i];
+      spread[i] = w * gsd[i] * static_cast<float>(o_.gp_kappa) + (1 - w) * spread[i] * kappa;
+    }
+    kappa = 1.0f;
+  }
+  acq->resize(pool.size());
+  for (size_t i = 0; i < pool.size(); ++i)
+    (*acq)[i] = mean[i] - kappa * spread[i] + static_cast<float>(o_.fail_penalty) * fail[i] +
+                (crowd > 0 ? static_cast<float>(crowd * std::log1p(Crowd(pool[i]))) : 0.0f);
+  if (o_.thompson) {
+    std::vector<float> members;
+    cost_->PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
+    const size_t m = (refreshes_++ % cost_->members()) * pool.size();
+    for (size_t i = 0; i < pool.size(); ++i)
+      (*acq)[i] = members[m + i] + static_cast<float>(o_.fail_penalty) * fail[i];
+  }
+  if (mean_out) *mean_out = std::move(mean);
+}
+
+void PolicyStrategy::RankFlips() {
+  flips_ranked_ = true;
+  if (o_.flip_cap <= 0 || static_cast<int>(flips_.size()) <= o_.flip_cap) return;
+  std::vector<Row> rows(flips_.begin(), flips_.end());
+  std::vector<float> acq;
+  Acquisition(rows, &acq, nullptr);
+  std::vector<int> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::partial_sort(order.begin(), order.begin() + o_.flip_cap, order.end(),
+                    [&](int a, int b) { return acq[a] < acq[b]; });
+  flips_.clear();
+  for (int i = 0; i < o_.flip_cap; ++i) flips_.push_back(rows[order[i]]);
 }
 
 void PolicyStrategy::Refresh() {
@@ -312,26 +397,13 @@ void PolicyStrategy::Refresh() {
     for (const Row& n : index_->Neighbours(ledger_.results()[order[i]].row)) add(n);
   Row r;
   for (int i = 0; i < o_.pool_uniform / shrink && ledger_.RandomUnseen(rng_, &r); ++i) add(r);
+  if (index_->enumerated() && index_->rows().size() <= static_cast<size_t>(o_.pool_all))
+    for (const Row& row : index_->rows()) add(row);
   if (pool.empty()) return;
-  std::vector<float> x(pool.size() * kConfigFeatures);
-  for (size_t i = 0; i < pool.size(); ++i)
-    features_.ConfigRow(pool[i], x.data() + i * kConfigFeatures);
-  const double crowd = stall_ >= o_.crowd_after ? o_.crowd : 0.0;
-  std::vector<float> mean, spread, fail;
-  cost_->Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
+  std::vector<float> score, mean;
+  Acquisition(pool, &score, &mean);
   std::vector<std::pair<float, int>> acq(pool.size());
-  for (size_t i = 0; i < pool.size(); ++i)
-    acq[i] = {mean[i] - static_cast<float>(o_.kappa) * spread[i] +
-                  static_cast<float>(o_.fail_penalty) * fail[i] +
-                  (crowd > 0 ? static_cast<float>(crowd * std::log1p(Crowd(pool[i]))) : 0.0f),
-              static_cast<int>(i)};
-  if (o_.thompson) {
-    std::vector<float> members;
-    cost_->PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
-    const size_t m = (refreshes_++ % cost_->members()) * pool.size();
-    for (size_t i = 0; i < pool.size(); ++i)
-      acq[i].first = members[m + i] + static_cast<float>(o_.fail_penalty) * fail[i];
-  }
+  for (size_t i = 0; i < pool.size(); ++i) acq[i] = {score[i], static_cast<int>(i)};
   const size_t keep = std::min<size_t>(acq.size(), 32);
   std::partial_sort(acq.begin(), acq.begin() + keep, acq.end());
   queue_.clear();
@@ -370,6 +442,24 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->bootstrap = v;
     else if (k == "thompson")
       o->thompson = v;
+    else if (k == "gp")
+      o->gp = v;
+    else if (k == "gp_kappa")
+      o->gp_kappa = v;
+    else if (k == "gp_rows")
+      o->gp_rows = v;
+    else if (k == "gp_prior")
+      o->gp_prior = v;
+    else if (k == "gp_additive")
+      o->gp_additive = v;
+    else if (k == "flip_cap")
+      o->flip_cap = v;
+    else if (k == "flip_max")
+      o->flip_max = v;
+    else if (k == "pool_all")
+      o->pool_all = v;
+    else if (k == "gp_tune_every")
+      o->gp_tune_every = v;
     else if (k == "fail_penalty")
       o->fail_penalty = v;
     else if (k == "cost_steps")
@@ -386,6 +476,8 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->ppo_window = v;
     else if (k == "trust_after")
       o->trust_after = v;
+    else if (k == "trust_refill")
+      o->trust_refill = v;
     else if (k == "trust_min")
       o->trust_min = v;
     else

@@ -20,19 +20,33 @@ struct PolicyOptions {
   double explore_uniform = 0;  // share of proposals drawn uniformly at random
   int bootstrap = 1;           // cost-model members train on bootstrap subsets of the results
   int thompson = 0;            // screen with one member per refresh (Thompson-style) instead
-  double crowd = 0;            // screening adds this times log(1 + measured one-knob neighbours)
-  int crowd_after = 0;         // ... once the best has not improved by 1% for this many results
+  double crowd = 0.3;          // screening adds this times log(1 + measured one-knob neighbours)
+  int crowd_after = 30;        // ... once the best has not improved by 1% for this many results
   double fail_penalty = 1.0;   // screening adds this times the predicted chance of failing
-  int cost_steps = 6;          // cost-model gradient steps per learning update
-  int cost_steps_early = 6;    // the same while under 64 results (cheap, and each one matters)
-  int ppo_epochs = 2;          // PPO passes per learning update
-  int ppo_window = 256;        // most recent observations in a PPO batch
-  int save_every = 64;         // observations between per-job checkpoint saves
+  // The screen's surrogate for mean and spread: 0 the cost model's ensemble, 1 a Gaussian
+  // process over the knob rows (agent/policy/gp_model.h), 2 the average of the two.
+  int gp = 2;
+  double gp_kappa = 1.0;  // the LCB's kappa when the GP leads (its spread is calibrated)
+  int gp_rows = 128;      // most results the GP conditions on
+  int gp_tune_every = 8;  // results between refits of the GP's kernel weights
+  double gp_prior = 1.0;  // exponential prior rate on the GP's kernel weights
+  int gp_additive = 0;    // the GP's kernel: first- and second-order terms besides the product
+  int pool_all = 0;       // screen every unseen configuration in spaces up to this size
+  // When a result improves the best by 1%, its unmeasured one-knob neighbours along knobs with
+  // at most this many values are measured next (a categorical flip of the new best). 0: off.
+  int flip_max = 4;
+  int flip_cap = 3;          // ... at most this many of them, the screen's favourites (0: all)
+  int cost_steps = 6;        // cost-model gradient steps per learning update
+  int cost_steps_early = 6;  // the same while under 64 results (cheap, and each one matters)
+  int ppo_epochs = 2;        // PPO passes per learning update
+  int ppo_window = 256;      // most recent observations in a PPO batch
+  int save_every = 64;       // observations between per-job checkpoint saves
   // A warm start's trust check: after trust_after successful results, the checkpoint's cost
   // model (as loaded) ranks them; below trust_min of pairs in the right order, the policy and
   // cost model start over cold from the measurements. 0 disables the check.
   int trust_after = 8;
   double trust_min = 0.6;
+  int trust_refill = 10;  // space-filling trials after a distrusted prior is dropped
 };
 // Reads overrides such as "kappa=1,explore=0.05" (for experiments; unknown keys are errors).
 absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o);

@@ -1,0 +1,70 @@
+// A Gaussian-process surrogate over discrete knob rows: calibrated uncertainty for the screen.
+//
+// The cost model's ensemble is confident wherever its members agree, which on small categorical
+// spaces includes regions nobody has measured (a plateau's untried knob values look like the
+// plateau). A GP's posterior spread grows with distance from what was measured, under a kernel
+// whose per-knob weights are fitted to the measurements (a knob that does not matter gets weight
+// zero, so varying it earns no spread). The kernel is exp(-sum_k theta_k d_k(a, b)) with
+// d_k = 0 for equal values and 0.5 + 0.5 |i_a - i_b| / (size_k - 1) otherwise (i = position in
+// the knob's domain): categorical and ordinal at once.
+#pragma once
+
+#include <vector>
+
+#include "agent/space_index.h"
+
+namespace kiln::agent {
+
+class GpModel {
+ public:
+  // `sizes`: each knob's domain size; knobs with one value are ignored.
+  // `additive`: the kernel is a mix of first-order (sum over knobs), second-order (sum over knob
+  // pairs) and full-product terms of per-knob similarities, with the mix fitted; otherwise the
+  // product alone.
+  explicit GpModel(std::vector<int> sizes, bool additive = false);
+
+  // Conditions on rows with targets `y` (standardised log latency, lower is better). With
+  // `tune`, the per-knob weights and the noise are refitted first by coordinate ascent on the
+  // log marginal likelihood over a small grid (starting from the current ones). At most
+  // `max_rows` rows are used: the best half and the most recent rest.
+  void Fit(const std::vector<Row>& rows, const std::vector<double>& y, bool tune,
+           int max_rows = 128);
+  // Posterior mean and standard deviation for each row. Before any Fit: mean 0, sd 1.
+  void Predict(const std::vector<Row>& rows, std::vector<float>* mean,
+               std::vector<float>* sd) const;
+
+  // The rate of an exponential prior on each kernel weight: the fit maximises the likelihood
+  // minus rate * sum of weights, so that few rows do not decorrelate everything.
+  void set_weight_prior(double rate) { weight_prior_ = rate; }
+  const std::vector<double>& weights() const { return h_.theta; }
+  double noise() const { return h_.noise; }
+  // Log marginal likelihood of the current fit (for tests).
+  double log_likelihood() const { return loglik_; }
+
+ private:
+  struct Hyper {
+    std::vector<double> theta;      // per knob (inactive ones stay 0)
+    double w1 = 0, w2 = 0, w3 = 1;  // first-order, second-order, product shares (additive)
+    double scale = 1;               // prior variance
+    double noise = 0.01;
+  };
+  double Distance(int k, int a, int b) const;
+  // Covariance for per-active-knob distances d[q * stride].
+  double Cov(const Hyper& h, const double* d, size_t stride) const;
+  // Cholesky of the kernel matrix of `d` (per-knob distance matrices) under `h` into `l`,
+  // alpha = K^-1 y; returns the log marginal likelihood (-inf when not positive definite).
+  double Factor(const std::vector<double>& d, int n, const std::vector<double>& y, const Hyper& h,
+                std::vector<double>* l, std::vector<double>* alpha) const;
+
+  std::vector<int> sizes_;
+  bool additive_;
+  std::vector<int> active_;  // knobs with more than one value
+  Hyper h_;
+  double loglik_ = 0;
+  double prior_var_ = 1;
+  double weight_prior_ = 1.0;
+  std::vector<Row> train_;
+  std::vector<double> l_, alpha_;  // Cholesky factor (row-major, lower) and K^-1 y
+};
+
+}  // namespace kiln::agent

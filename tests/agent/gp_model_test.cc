@@ -1,0 +1,108 @@
+// The screen's Gaussian-process surrogate: kernel weights fitted to the data, calibrated spread.
+#include "agent/policy/gp_model.h"
+
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace kiln::agent {
+namespace {
+
+// Latency depends on knobs 0 and 2 (with an interaction); knob 1 is noise-free but irrelevant.
+double Truth(const Row& r) { return 0.3 * r[0] - 0.5 * r[2] + (r[0] == 3 && r[2] == 0 ? -2 : 0); }
+
+std::vector<Row> AllRows() {
+  std::vector<Row> rows;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 8; ++b)
+      for (int c = 0; c < 3; ++c) rows.push_back({a, b, c});
+  return rows;
+}
+
+void Sample(int n, std::vector<Row>* rows, std::vector<double>* y) {
+  std::vector<Row> all = AllRows();
+  std::mt19937_64 rng(7);
+  std::shuffle(all.begin(), all.end(), rng);
+  rows->assign(all.begin(), all.begin() + n);
+  y->clear();
+  for (const Row& r : *rows) y->push_back(Truth(r));
+}
+
+class GpKernels : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GpKernels, IgnoresAnIrrelevantKnobAndInterpolates) {
+  std::vector<Row> rows;
+  std::vector<double> y;
+  Sample(40, &rows, &y);
+  GpModel gp({4, 8, 3, 1}, GetParam());  // a fourth knob with one value is ignored
+  for (Row& r : rows) r.push_back(0);
+  gp.Fit(rows, y, /*tune=*/true);
+  EXPECT_TRUE(std::isfinite(gp.log_likelihood()));
+  EXPECT_EQ(gp.weights()[1], 0.0) << "the irrelevant knob keeps a weight";
+  EXPECT_GT(gp.weights()[0], 0.0);
+  EXPECT_GT(gp.weights()[2], 0.0);
+  // Unmeasured rows are predicted close to the truth, better than their mean would be.
+  std::vector<Row> rest;
+  for (Row r : AllRows()) {
+    r.push_back(0);
+    bool seen = false;
+    for (const Row& s : rows) seen |= s == r;
+    if (!seen) rest.push_back(r);
+  }
+  std::vector<float> mean, sd;
+  gp.Predict(rest, &mean, &sd);
+  double err = 0, spread = 0, mu = 0;
+  for (size_t i = 0; i < rest.size(); ++i) mu += Truth(rest[i]) / rest.size();
+  for (size_t i = 0; i < rest.size(); ++i) {
+    err += std::pow(mean[i] - Truth(rest[i]), 2);
+    spread += std::pow(mu - Truth(rest[i]), 2);
+  }
+  EXPECT_LT(err, 0.25 * spread);
+}
+
+TEST_P(GpKernels, SpreadIsSmallAtDataAndLargeAwayFromIt) {
+  std::vector<Row> rows;
+  std::vector<double> y;
+  Sample(12, &rows, &y);
+  GpModel gp({4, 8, 3}, GetParam());
+  std::vector<float> mean, sd;
+  gp.Predict(rows, &mean, &sd);  // before any fit: the prior
+  for (float s : sd) EXPECT_FLOAT_EQ(s, 1.0f);
+  gp.Fit(rows, y, true);
+  gp.Predict(rows, &mean, &sd);
+  std::vector<float> far_mean, far_sd;
+  std::vector<Row> far;
+  for (const Row& r : AllRows()) {
+    int near = 3;
+    for (const Row& s : rows) {
+      int diff = (r[0] != s[0]) + (r[1] != s[1]) + (r[2] != s[2]);
+      near = std::min(near, diff);
+    }
+    if (near >= 2) far.push_back(r);
+  }
+  ASSERT_FALSE(far.empty());
+  gp.Predict(far, &far_mean, &far_sd);
+  float at_data = 0, away = 0;
+  for (float s : sd) at_data = std::max(at_data, s);
+  for (float s : far_sd) away += s / far_sd.size();
+  EXPECT_LT(at_data, away);
+}
+
+TEST(GpModel, DuplicateRowsWithDifferentTargetsDoNotBreakTheFit) {
+  GpModel gp({3, 3});
+  std::vector<Row> rows = {{0, 0}, {0, 0}, {1, 2}, {2, 1}};
+  gp.Fit(rows, {1.0, -1.0, 0.5, 0.2}, true);
+  std::vector<float> mean, sd;
+  gp.Predict({{0, 0}, {2, 2}}, &mean, &sd);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(std::isfinite(mean[i]));
+    EXPECT_TRUE(std::isfinite(sd[i]));
+  }
+  EXPECT_NEAR(mean[0], 0.0, 0.5);  // the two contradicting measurements average out
+}
+
+INSTANTIATE_TEST_SUITE_P(ProductAndAdditive, GpKernels, ::testing::Bool());
+
+}  // namespace
+}  // namespace kiln::agent
