@@ -8,6 +8,7 @@
 #include "agent/policy/cost_model.h"
 #include "agent/policy/features.h"
 #include "agent/policy/policy_net.h"
+#include "agent/policy/policy_strategy.h"
 #include "agent/policy/sampler.h"
 #include "agent/strategy.h"
 #include "gtest/gtest.h"
@@ -156,6 +157,31 @@ TEST(PolicyStrategy, WarmStartsFromACheckpointAndSavesPerTask) {
   EXPECT_EQ((*warm)->Propose(1).size(), 1u);
   EXPECT_FALSE(NewStrategy("policy:" + dir + "/absent.pt", c).ok());
   std::remove((dir + "/task.pt").c_str());
+}
+
+// A new best's one-knob neighbours along small (categorical) knobs are measured next: from the
+// first result, the next proposals change VEC (3 values) or UNROLL (2), never TILE (5).
+TEST(PolicyStrategy, FlipsTheCategoricalKnobsOfANewBest) {
+  StrategyContext c;
+  c.space = Space();
+  c.seed = 2;
+  c.persist = false;
+  PolicyOptions o;
+  o.initial = 1;
+  o.flip_max = 3;
+  o.flip_cap = 2;
+  o.explore = 0;
+  auto s = NewPolicyStrategy(c, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto first = (*s)->Propose(1);
+  ASSERT_EQ(first.size(), 1u);
+  (*s)->Observe({{first[0], v1::OK, 5.0}});
+  auto next = (*s)->Propose(2);
+  ASSERT_EQ(next.size(), 2u);
+  for (const auto& n : next) {
+    EXPECT_EQ(n.at("TILE"), first[0].at("TILE"));
+    EXPECT_EQ((n.at("VEC") != first[0].at("VEC")) + (n.at("UNROLL") != first[0].at("UNROLL")), 1);
+  }
 }
 
 class Recorder : public AgentMetrics {
