@@ -35,16 +35,16 @@ double GpModel::Distance(int k, int a, int b) const {
   return 0.5 + 0.5 * std::abs(a - b) / static_cast<double>(sizes_[k] - 1);
 }
 
-double GpModel::Cov(const Hyper& h, const double* d, size_t stride) const {
+double GpModel::Cov(const Hyper& h, const double* d) const {
   const size_t m = active_.size();
   if (!additive_) {
     double s = 0;
-    for (size_t q = 0; q < m; ++q) s += h.theta[active_[q]] * d[q * stride];
+    for (size_t q = 0; q < m; ++q) s += h.theta[active_[q]] * d[q];
     return h.scale * std::exp(-s);
   }
   double e1 = 0, p2 = 0, prod = 1;
   for (size_t q = 0; q < m; ++q) {
-    const double sq = std::exp(-h.theta[active_[q]] * d[q * stride]);
+    const double sq = std::exp(-h.theta[active_[q]] * d[q]);
     e1 += sq;
     p2 += sq * sq;
     prod *= sq;
@@ -54,14 +54,15 @@ double GpModel::Cov(const Hyper& h, const double* d, size_t stride) const {
   return h.scale * (h.w1 * first + h.w2 * second + h.w3 * prod);
 }
 
-double GpModel::Factor(const std::vector<double>& d, int n, const std::vector<double>& y,
+double GpModel::Factor(const std::vector<double>& d, int ld, const std::vector<double>& y,
                        const Hyper& h, std::vector<double>* l, std::vector<double>* alpha) const {
   const size_t m = active_.size();
+  const int n = static_cast<int>(y.size());
   std::vector<double>& a = *l;
   a.assign(static_cast<size_t>(n) * n, 0.0);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j <= i; ++j)
-      a[i * n + j] = Cov(h, &d[(static_cast<size_t>(i) * n + j) * m], 1) + (i == j ? h.noise : 0.0);
+      a[i * n + j] = Cov(h, &d[(static_cast<size_t>(i) * ld + j) * m]) + (i == j ? h.noise : 0.0);
   // In-place Cholesky (lower triangle).
   double logdet = 0;
   for (int j = 0; j < n; ++j) {
@@ -108,27 +109,22 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
     for (int i = total - 1; i >= 0 && static_cast<int>(pick.size()) < max_rows; --i)
       if (!taken[i]) pick.push_back(i);
   }
+  // Per-knob distances of every picked pair, once: the hyper-parameter fit uses the leading block.
   const size_t m = active_.size();
-  auto distances = [&](int n) {
-    std::vector<double> d(static_cast<size_t>(n) * n * m, 0.0);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j <= i; ++j)
-        for (size_t q = 0; q < m; ++q)
-          d[(static_cast<size_t>(i) * n + j) * m + q] =
-              Distance(active_[q], rows[pick[i]][active_[q]], rows[pick[j]][active_[q]]);
-    return d;
-  };
-  auto targets = [&](int n) {
-    std::vector<double> t(n);
-    for (int i = 0; i < n; ++i) t[i] = y[pick[i]];
-    return t;
-  };
+  const int n = static_cast<int>(pick.size());
+  std::vector<double> d(static_cast<size_t>(n) * n * m, 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j <= i; ++j)
+      for (size_t q = 0; q < m; ++q)
+        d[(static_cast<size_t>(i) * n + j) * m + q] =
+            Distance(active_[q], rows[pick[i]][active_[q]], rows[pick[j]][active_[q]]);
+  std::vector<double> t(n);
+  for (int i = 0; i < n; ++i) t[i] = y[pick[i]];
   std::vector<double> l, alpha;
   if (tune && m > 0 && !pick.empty()) {
-    const int n = std::min<int>(pick.size(), kTuneRows);  // pick is best-first when trimmed
-    const auto d = distances(n);
-    const auto t = targets(n);
-    double best = Factor(d, n, t, h_, &l, &alpha);
+    // The hyper-parameters are fitted on the leading rows (the best ones when pick is trimmed).
+    const std::vector<double> tt(t.begin(), t.begin() + std::min(n, kTuneRows));
+    double best = Factor(d, n, tt, h_, &l, &alpha);
     // An exponential prior on the weights (MAP rather than maximum likelihood): with few rows
     // the likelihood alone prefers weights so large that nothing correlates.
     auto penalty = [&](const Hyper& h) {
@@ -138,7 +134,7 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
     };
     best -= penalty(h_);
     auto consider = [&](const Hyper& h) {
-      double ll = Factor(d, n, t, h, &l, &alpha) - penalty(h);
+      double ll = Factor(d, n, tt, h, &l, &alpha) - penalty(h);
       if (ll > best + 1e-9) {
         best = ll;
         h_ = h;
@@ -170,13 +166,10 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
       }
     }
   }
-  const int n = static_cast<int>(pick.size());
   train_.clear();
   for (int i : pick) train_.push_back(rows[i]);
   Hyper h = h_;
   loglik_ = -std::numeric_limits<double>::infinity();
-  const auto d = distances(n);
-  const auto t = targets(n);
   for (int attempt = 0; attempt < 6 && !std::isfinite(loglik_); ++attempt, h.noise *= 10)
     loglik_ = Factor(d, n, t, h, &l_, &alpha_);
   prior_var_ = h.scale;
@@ -196,7 +189,7 @@ void GpModel::Predict(const std::vector<Row>& rows, std::vector<float>* mean,
     for (int i = 0; i < n; ++i) {
       for (size_t q = 0; q < m; ++q)
         dist[q] = Distance(active_[q], rows[r][active_[q]], train_[i][active_[q]]);
-      ks[i] = Cov(h_, dist.data(), 1);
+      ks[i] = Cov(h_, dist.data());
       mu += ks[i] * alpha_[i];
     }
     // v = L^-1 k*, var = k(x, x) - v.v

@@ -49,11 +49,12 @@ class GpModel {
     double noise = 0.01;
   };
   double Distance(int k, int a, int b) const;
-  // Covariance for per-active-knob distances d[q * stride].
-  double Cov(const Hyper& h, const double* d, size_t stride) const;
-  // Cholesky of the kernel matrix of `d` (per-knob distance matrices) under `h` into `l`,
-  // alpha = K^-1 y; returns the log marginal likelihood (-inf when not positive definite).
-  double Factor(const std::vector<double>& d, int n, const std::vector<double>& y, const Hyper& h,
+  // Covariance for the per-active-knob distances d[0..active)
+  double Cov(const Hyper& h, const double* d) const;
+  // Cholesky of the kernel matrix of the first n = y.size() rows under `h` into `l`, and
+  // alpha = K^-1 y; `d` holds the per-knob distances of row pair (i, j) at (i * ld + j) * active.
+  // Returns the log marginal likelihood (-inf when not positive definite).
+  double Factor(const std::vector<double>& d, int ld, const std::vector<double>& y, const Hyper& h,
                 std::vector<double>* l, std::vector<double>* alpha) const;
 
   std::vector<int> sizes_;

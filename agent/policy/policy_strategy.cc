@@ -95,17 +95,13 @@ class PolicyStrategy final : public Strategy {
         any |=
             mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
       if (!any) mask_[mask_.size() - 1 - rng_() % cost_->members()] = 1;
-      if (o_.crowd > 0) {  // the crowding penalty's bookkeeping, only when it is on
+      // One notion of progress for both local moves: a result 1% faster than the best so far.
+      const bool improved = res.ok && res.log_us < progress_best_ - 0.01;
+      if (improved) progress_best_ = res.log_us;
+      stall_ = improved ? 0 : stall_ + 1;
+      if (o_.crowd > 0)  // the crowding penalty's bookkeeping, only when it is on
         for (int k = 0; k < index_->num_knobs(); ++k) ++crowd_[CrowdKey(res.row, k)];
-        if (res.ok && res.log_us < stall_best_ - 0.01) {
-          stall_best_ = res.log_us;
-          stall_ = 0;
-        } else {
-          ++stall_;
-        }
-      }
-      if (o_.flip_max > 0 && res.ok && res.log_us < flip_best_ - 0.01) {
-        flip_best_ = res.log_us;
+      if (o_.flip_max > 0 && improved) {
         flips_.clear();
         flips_ranked_ = false;
         for (const Row& n : index_->Neighbours(res.row)) {
@@ -213,8 +209,8 @@ class PolicyStrategy final : public Strategy {
   std::mt19937_64 rng_;
   bool warm_ = false, learned_ = false;
   int since_ = 0, ok_results_ = 0, fill_until_ = 0;
-  int stall_ = 0;  // results since the best improved by 1%
-  double stall_best_ = 1e300;
+  int stall_ = 0;                 // results since the best improved by 1%
+  double progress_best_ = 1e300;  // the best log latency that counted as a 1% improvement
   size_t saved_at_ = 0;
   std::vector<Row> chosen_;
   std::vector<float> x_;       // features of every result, in ledger order
@@ -225,7 +221,6 @@ class PolicyStrategy final : public Strategy {
   std::deque<std::pair<float, float>> recent_;  // (predicted, measured) for rank accuracy
   std::deque<Row> queue_;                       // screened candidates, most promising first
   std::deque<Row> flips_;                       // the new best's categorical neighbours
-  double flip_best_ = 1e300;
   bool flips_ranked_ = true;
   std::unordered_map<uint64_t, int> crowd_;  // CrowdKey -> measured rows on that line
 };
