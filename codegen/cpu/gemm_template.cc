@@ -63,6 +63,7 @@ class CpuGemmTemplate final : public KernelTemplate {
               "0: N blocks / column panels outer; 1: M blocks / row panels outer");
     s.AddKnob("NT", threads, "OpenMP threads sharing the MC x NC tiles of C");
     s.AddKnob("PREPACK", {0, 1}, "1: weights B packed once ahead of time into NR-column panels");
+    s.AddKnob("PF", {0, 1024, 2048}, "bytes ahead the packed weights are prefetched (PREPACK=1)");
 
     auto at = [](const Config& c, const char* k) { return c.at(k); };
     s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),
@@ -89,6 +90,8 @@ class CpuGemmTemplate final : public KernelTemplate {
                     [=](const Config& c) { return at(c, "MC") * at(c, "KC") * 4 <= l2; });
     s.AddConstraint(absl::StrCat("KC*NC*4 <= L3 = ", l3, " (a B panel stays in the LLC)"),
                     [=](const Config& c) { return at(c, "KC") * at(c, "NC") * 4 <= l3; });
+    s.AddConstraint("PF == 0 unless PREPACK == 1 (only the packed stream is prefetched)",
+                    [](const Config& c) { return c.at("PF") == 0 || c.at("PREPACK") == 1; });
     s.AddConstraint(absl::StrCat("NT <= cores = ", cores),
                     [=](const Config& c) { return at(c, "NT") <= cores; });
     s.AddConstraint(absl::StrCat("NT <= tiles = ceil(M/MC)*ceil(N/NC) (every thread gets a tile)"),
@@ -104,13 +107,17 @@ class CpuGemmTemplate final : public KernelTemplate {
       return absl::InvalidArgumentError(absl::StrCat(name(), ": workload ", WorkloadKey(w),
                                                      " is not supported (fp32 gemm, no epilogue)"));
     KnobSpace space = Space(w, chip);
-    absl::Status ok = space.Check(config);
+    // Configs recorded before PF existed (tuning records, checkpoints) ran without a prefetch.
+    Config with_defaults = config;
+    with_defaults.emplace("PF", 0);
+    absl::Status ok = space.Check(with_defaults);
     if (!ok.ok()) return absl::InvalidArgumentError(absl::StrCat(name(), ": ", ok.message()));
     Kernel k;
     k.dialect = "cpp";
     k.entry = kCpuGemmEntry;
     k.source = WithCpuRuntime("gemm.cc", CpuGemmSource());
-    for (const auto& knob : space.knobs()) k.defines.emplace_back(knob.name, config.at(knob.name));
+    for (const auto& knob : space.knobs())
+      k.defines.emplace_back(knob.name, with_defaults.at(knob.name));
     k.defines.emplace_back("VW", chip.vector_floats);
     return k;
   }

@@ -58,8 +58,10 @@ TEST_F(GemmKernelTest, DiverseConfigsAreCorrectOnRaggedShapes) {
     cases.insert(cases.end(), kWideCases.begin(), kWideCases.end());
   for (size_t idx = 0; idx < cases.size(); ++idx) {
     const Case& c = cases[idx];
-    // Every other case takes its weights packed ahead of time, so both B paths meet every shape.
+    // Every other case takes its weights packed ahead of time, so both B paths meet every shape;
+    // half of those prefetch the packed stream.
     Config config = {{"PREPACK", static_cast<int64_t>(idx % 2)},
+                     {"PF", idx % 4 == 1 ? 1024 : 0},
                      {"MR", c.mr},
                      {"NR", c.nr},
                      {"MC", c.mc},

@@ -38,8 +38,8 @@ ChipTraits Avx2Traits() {
 v1::Workload Gemm(const char* shape) { return *ParseWorkload("gemm", shape); }
 
 Config Good() {
-  return {{"MR", 8},   {"NR", 32},    {"MC", 16},        {"KC", 256}, {"NC", 512},
-          {"PACK", 1}, {"UNROLL", 4}, {"LOOP_ORDER", 0}, {"NT", 2},   {"PREPACK", 0}};
+  return {{"MR", 8},     {"NR", 32},        {"MC", 16}, {"KC", 256},    {"NC", 512}, {"PACK", 1},
+          {"UNROLL", 4}, {"LOOP_ORDER", 0}, {"NT", 2},  {"PREPACK", 0}, {"PF", 0}};
 }
 
 const KernelTemplate& Template() {
@@ -111,6 +111,8 @@ TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
       {"M=8,N=4096,K=4096", "MC", 64, "MC <= M=8"},
       {"M=8,N=4096,K=4096", "NC", 4096, "NT <= tiles"},
       {"M=8,N=4096,K=300", "KC", 1024, "KC <= K=300"},
+      {"M=8,N=4096,K=4096", "PF", 1024, "PF == 0 unless PREPACK == 1"},
+      {"M=8,N=4096,K=4096", "PF", 100, "knob PF=100 is not in its domain"},
   };
   for (const auto& c : cases) {
     Config config = Good();
@@ -128,6 +130,20 @@ TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
   missing.erase("PACK");
   EXPECT_THAT(Template().Render(w, missing, Avx512Traits()).status().message(),
               HasSubstr("knob PACK has no value"));
+}
+
+TEST(GemmSpaceTest, ConfigsRecordedBeforeThePrefetchKnobStillRender) {
+  Config old = Good();
+  old.erase("PF");
+  auto k = Template().Render(Gemm("M=8,N=4096,K=4096"), old, Avx512Traits());
+  ASSERT_TRUE(k.ok()) << k.status();
+  Config defines(k->defines.begin(), k->defines.end());
+  EXPECT_EQ(defines.at("PF"), 0);
+  old["PREPACK"] = 1;
+  old["PF"] = 2048;
+  k = Template().Render(Gemm("M=8,N=4096,K=4096"), old, Avx512Traits());
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(Config(k->defines.begin(), k->defines.end()).at("PF"), 2048);
 }
 
 TEST(GemmSpaceTest, Avx2RulesDiffer) {
