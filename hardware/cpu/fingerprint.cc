@@ -56,9 +56,12 @@ void MeasurePeaks(const Toolchain& tc, v1::ChipFingerprint* fp) {
   req.shared = false;
   auto built = CompileCached(tc, req);
   if (!built.ok()) return;
-  // Four times the (capped) LLC, at least 128 MiB and 16 MiB per core, at most a quarter of
-  // memory: every thread's part of the sweep comes from DRAM, not from a cache.
-  int64_t mib = std::clamp<int64_t>(4 * fp->l3_bytes() >> 20, 128, 1024);
+  // Four times the (capped) LLC, at least 512 MiB (as much as the cold timing rotates through,
+  // hardware/measure.cc) and 16 MiB per core, at most a quarter of memory: every thread's part of
+  // the sweep comes from DRAM, not from a cache. Over 128 MiB this VM's probe read anywhere from
+  // 62 to 98 GB/s from one run to the next (some of it served from a cache the VM does not
+  // report); over 512 MiB and more, 79-85.
+  int64_t mib = std::clamp<int64_t>(4 * fp->l3_bytes() >> 20, 512, 1024);
   mib = std::max<int64_t>(mib, 16 * fp->cores());
   if (fp->memory_bytes() > 0) mib = std::min<int64_t>(mib, (fp->memory_bytes() >> 20) / 4);
   SubprocessOptions opts;
