@@ -56,17 +56,22 @@ class CpuDevice final : public Device {
     CompileRequest req;
     req.source = kernel.source;
     req.defines = kernel.defines;
+    // Every process that loads CPU kernels exports the thread-pool hook (kernel_runtime.cc),
+    // so the kernel needs no fallback pool (codegen/cpu/templates/parallel.h).
+    req.defines.emplace_back("KILN_RT_HOSTED", 1);
     const std::string hash = kernel.Hash();
     // The object depends on the compiler, its flags and (through -march=native) the chip too.
     req.name = absl::StrCat(
-        hash, "-", HexHash(toolchain->Describe() + fp_.model() + fp_.chip_type()).substr(0, 8));
+        hash, "-",
+        HexHash(toolchain->Describe() + " -DKILN_RT_HOSTED" + fp_.model() + fp_.chip_type())
+            .substr(0, 8));
     auto built = CompileCached(*toolchain, req);
     if (!built.ok()) return built.status();
     CompiledKernel out;
     out.artifact = built->path;
     out.entry = kernel.entry;
     out.source_hash = hash;
-    out.toolchain = absl::StrCat(toolchain->Describe(), " -shared -fPIC");
+    out.toolchain = absl::StrCat(toolchain->Describe(), " -shared -fPIC -DKILN_RT_HOSTED=1");
     out.compile_seconds = built->seconds;
     return out;
   }

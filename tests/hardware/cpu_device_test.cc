@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "codegen/cpu/gemm_template.h"
@@ -19,6 +21,7 @@ namespace kiln::hardware {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 v1::Workload Gemm(const char* shape) { return *codegen::ParseWorkload("gemm", shape); }
@@ -197,6 +200,13 @@ TEST_F(CpuDeviceTest, MeasuresTheDecodeGemmAndTheBaselineCold) {
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   auto compiled = device_->Compile(*kernel);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
+  // Compiled for a process that exports the thread pool: the kernel brings no pool of its own,
+  // so it never starts a thread (codegen/cpu/templates/parallel.h, KILN_RT_HOSTED).
+  EXPECT_THAT(compiled->toolchain, HasSubstr("-DKILN_RT_HOSTED=1"));
+  std::ifstream so(compiled->artifact, std::ios::binary);
+  const std::string object((std::istreambuf_iterator<char>(so)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(object, HasSubstr("kiln_rt_parallel_for_v1"));
+  EXPECT_THAT(object, Not(HasSubstr("pthread_create")));
   for (bool baseline : {false, true}) {
     v1::Measurement m =
         baseline ? device_->MeasureBaseline(w, Quick()) : device_->Measure(w, *compiled, Quick());
