@@ -123,8 +123,7 @@ std::string Tune(kiln::v1::TuningService::Stub& stub, const kiln::v1::Workload& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == kiln::workers::kTrialChildFlag)
-    return kiln::workers::TrialChildMain();
+  if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   std::vector<std::string> shapes;
   std::string json_path, md_path, suite = "";
   int budget = 60;

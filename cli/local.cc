@@ -14,11 +14,7 @@ namespace kiln::cli {
 
 #if KILN_HAVE_LOCAL
 
-int MaybeRunTrialChild(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == workers::kTrialChildFlag)
-    return workers::TrialChildMain();
-  return -1;
-}
+int MaybeRunTrialChild(int argc, char** argv) { return workers::MaybeTrialChild(argc, argv); }
 
 int RunLocal(const Invocation& inv, Io& io) {
   std::error_code ignored;

@@ -40,14 +40,12 @@ std::string SelfExecutable() {
   return buf;
 }
 
-SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
-                               const SubprocessOptions& opts) {
-  SubprocessResult r;
-  auto start = std::chrono::steady_clock::now();
+ChildProcess StartChild(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
+  ChildProcess c;
   int in[2], out[2], err[2];
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
-    r.error = strerror(errno);
-    return r;
+    c.error = strerror(errno);
+    return c;
   }
   // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
   std::vector<char*> args;
@@ -64,9 +62,9 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
 
   pid_t pid = fork();
   if (pid < 0) {
-    r.error = strerror(errno);
+    c.error = strerror(errno);
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    return r;
+    return c;
   }
   if (pid == 0) {
     setpgid(0, 0);
@@ -79,11 +77,44 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
     (void)!write(2, msg, sizeof(msg) - 1);
     _exit(127);
   }
-  r.started = true;
   close(in[0]);
   close(out[1]);
   close(err[1]);
-  int in_fd = in[1], out_fd = out[0], err_fd = err[0];
+  c.pid = pid;
+  c.in = in[1];
+  c.out = out[0];
+  c.err = err[0];
+  return c;
+}
+
+int EndChild(ChildProcess& child, bool kill_it) {
+  CloseFd(child.in);
+  CloseFd(child.out);
+  CloseFd(child.err);
+  if (child.pid < 0) return -1;
+  if (kill_it) {
+    kill(-child.pid, SIGKILL);
+    kill(child.pid, SIGKILL);
+  }
+  int status = 0;
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  child.pid = -1;
+  return status;
+}
+
+SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
+                               const SubprocessOptions& opts) {
+  SubprocessResult r;
+  auto start = std::chrono::steady_clock::now();
+  ChildProcess child = StartChild(argv, opts);
+  if (child.pid < 0) {
+    r.error = child.error;
+    return r;
+  }
+  const pid_t pid = child.pid;
+  r.started = true;
+  int in_fd = child.in, out_fd = child.out, err_fd = child.err;
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
   size_t written = 0;
   if (opts.stdin_data.empty()) CloseFd(in_fd);
@@ -127,11 +158,10 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
   CloseFd(in_fd);
   CloseFd(out_fd);
   CloseFd(err_fd);
+  child.in = child.out = child.err = -1;  // closed above
   int status = 0;
   if (r.timed_out) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
+    status = EndChild(child, /*kill_it=*/true);
   } else {
     // Output closed; the child is exiting (or closed its pipes and hangs: bounded by the deadline).
     while (true) {
@@ -139,9 +169,7 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
       if (w == pid) break;
       if (std::chrono::steady_clock::now() > deadline) {
         r.timed_out = true;
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        status = EndChild(child, /*kill_it=*/true);
         break;
       }
       usleep(2000);

@@ -31,6 +31,20 @@ struct SubprocessResult {
 
 SubprocessResult RunSubprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts);
 
+// A started child in its own process group, with the parent's ends of its stdin, stdout and
+// stderr pipes (close-on-exec). For long-lived children that RunSubprocess's one-shot contract
+// does not fit; opts.extra_env and opts.memory_limit_bytes apply, the rest is the caller's.
+struct ChildProcess {
+  int pid = -1;  // -1: not started (see error)
+  int in = -1, out = -1, err = -1;
+  std::string error;
+};
+ChildProcess StartChild(const std::vector<std::string>& argv, const SubprocessOptions& opts);
+
+// Closes the pipes, kills the child's process group when `kill_it`, and reaps it. Returns the
+// wait status (see waitpid), or -1 when there was no child.
+int EndChild(ChildProcess& child, bool kill_it);
+
 // Path of the running executable (/proc/self/exe).
 std::string SelfExecutable();
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <thread>
 
@@ -43,10 +44,45 @@ FloatBuffer::FloatBuffer(size_t floats) : floats_(floats) {
 
 FloatBuffer::~FloatBuffer() { std::free(data_); }
 
-std::unique_ptr<FloatBuffer> RotatingArena(size_t floats_per_set, int* sets) {
-  for (*sets = std::max(1, *sets);; *sets /= 2) {
+namespace {
+
+// The reuse slot: one parked arena, while reuse is on.
+std::mutex arena_mu;
+bool keep_arenas = false;
+std::unique_ptr<FloatBuffer> parked_arena;
+
+}  // namespace
+
+void ArenaRelease::operator()(FloatBuffer* arena) const {
+  std::unique_ptr<FloatBuffer> owned(arena);
+  std::lock_guard<std::mutex> lock(arena_mu);
+  if (keep_arenas) parked_arena = std::move(owned);  // frees the one parked before, if any
+}
+
+void KeepArenasForReuse(bool keep) {
+  std::lock_guard<std::mutex> lock(arena_mu);
+  keep_arenas = keep;
+  if (!keep) parked_arena.reset();
+}
+
+Arena RotatingArena(size_t floats_per_set, int* sets) {
+  *sets = std::max(1, *sets);
+  std::unique_ptr<FloatBuffer> parked;
+  {
+    std::lock_guard<std::mutex> lock(arena_mu);
+    parked = std::move(parked_arena);
+  }
+  const size_t want = floats_per_set * *sets;
+  if (parked && parked->size() >= want && parked->size() / 2 <= want) {
+    ParallelChunks(want, [&](size_t b, size_t e) {
+      std::memset(parked->data() + b, 0, (e - b) * sizeof(float));
+    });
+    return Arena(parked.release());
+  }
+  parked.reset();  // free it before allocating another
+  for (;; *sets /= 2) {
     try {
-      return std::make_unique<FloatBuffer>(floats_per_set * *sets);
+      return Arena(new FloatBuffer(floats_per_set * *sets));
     } catch (const std::bad_alloc&) {
       if (*sets <= 1) throw;
     }

@@ -20,8 +20,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == kiln::workers::kTrialChildFlag)
-    return kiln::workers::TrialChildMain();
+  if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   kiln::workers::WorkerOptions o;
   if (const char* env = std::getenv("KILN_COORDINATOR")) o.coordinator = env;
   for (int i = 1; i < argc; ++i) {

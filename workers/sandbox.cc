@@ -1,18 +1,25 @@
 #include "workers/sandbox.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "common/subprocess.h"
 #include "hardware/cpu/step_runner.h"
+#include "workers/trial_child.h"
 #include "workers/worker.h"
 
 namespace kiln::workers {
@@ -49,15 +56,13 @@ std::string TrialExecutable(v1::TrialKind kind) {
   return lean;
 }
 
-v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLimits& limits) {
-  SubprocessOptions opts;
-  opts.stdin_data = request.SerializeAsString();
-  opts.timeout_seconds = limits.timeout_seconds;
-  opts.memory_limit_bytes = limits.memory_bytes;
-  opts.max_output_bytes = 16 << 20;
-  std::string exe = limits.executable.empty() ? TrialExecutable(request.kind()) : limits.executable;
-  SubprocessResult r = RunSubprocess({exe, kTrialChildFlag}, opts);
-  std::string stderr_tail = Tail(r.stderr_data, 1500);
+namespace {
+
+constexpr size_t kStderrTail = 1500;
+
+// What became of a trial process: its Measurement, or TIMEOUT / CRASHED saying what happened.
+v1::Measurement TrialProcessOutcome(const SubprocessResult& r, const SandboxLimits& limits) {
+  std::string stderr_tail = Tail(r.stderr_data, kStderrTail);
   if (!r.started) return Failed(v1::CRASHED, "cannot start the trial process: " + r.error);
   if (r.timed_out)
     return Failed(v1::TIMEOUT,
@@ -71,6 +76,120 @@ v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLim
   if (r.exit_code != 0 || !m.ParseFromString(r.stdout_data) || m.status() == v1::STATUS_UNSPECIFIED)
     return Failed(v1::CRASHED, absl::StrCat("trial process ", r.Describe(), " without a result",
                                             stderr_tail.empty() ? "" : ": " + stderr_tail));
+  return m;
+}
+
+}  // namespace
+
+v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLimits& limits) {
+  SubprocessOptions opts;
+  opts.stdin_data = request.SerializeAsString();
+  opts.timeout_seconds = limits.timeout_seconds;
+  opts.memory_limit_bytes = limits.memory_bytes;
+  opts.max_output_bytes = 16 << 20;
+  std::string exe = limits.executable.empty() ? TrialExecutable(request.kind()) : limits.executable;
+  return TrialProcessOutcome(RunSubprocess({exe, kTrialChildFlag}, opts), limits);
+}
+
+struct TrialServer::Child {
+  ChildProcess process;
+};
+
+TrialServer::TrialServer(std::string executable)
+    : executable_(executable.empty() ? TrialExecutable(v1::TUNE) : std::move(executable)) {}
+
+TrialServer::~TrialServer() { Stop(); }
+
+void TrialServer::Stop() {
+  if (!child_) return;
+  EndChild(child_->process, /*kill_it=*/true);
+  child_.reset();
+  served_ = 0;
+}
+
+v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const SandboxLimits& limits) {
+  static std::once_flag ignore_sigpipe;  // a write to a server that died must not kill us
+  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
+  if (child_ && memory_bytes_ != limits.memory_bytes) Stop();
+  if (!child_) {
+    SubprocessOptions opts;
+    opts.memory_limit_bytes = limits.memory_bytes;
+    auto child = std::make_unique<Child>();
+    child->process = StartChild({executable_, kTrialServerFlag}, opts);
+    if (child->process.pid < 0)
+      return Failed(v1::CRASHED, "cannot start the trial process: " + child->process.error);
+    fcntl(child->process.out, F_SETFL, O_NONBLOCK);
+    fcntl(child->process.err, F_SETFL, O_NONBLOCK);
+    child_ = std::move(child);
+    memory_bytes_ = limits.memory_bytes;
+    ++started_;
+    served_ = 0;
+  }
+  const bool reused = served_ > 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(limits.timeout_seconds);
+  ChildProcess& p = child_->process;
+  SubprocessResult r;  // what RunSandboxed would have seen
+  r.started = true;
+  WriteFrame(p.in, request.SerializeAsString());  // if it fails, the child is gone: read says so
+  std::string frame;
+  bool ended = false;
+  char buf[65536];
+  for (;;) {
+    if (frame.size() >= 4) {
+      const auto* h = reinterpret_cast<const unsigned char*>(frame.data());
+      const size_t n = h[0] | h[1] << 8 | h[2] << 16 | size_t{h[3]} << 24;
+      if (frame.size() >= 4 + n) break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{p.out, POLLIN, 0}, {p.err, POLLIN, 0}};
+    const int nfds = p.err >= 0 ? 2 : 1;
+    if (poll(fds, nfds, static_cast<int>(std::min<int64_t>(left.count(), 1000))) < 0 &&
+        errno != EINTR)
+      break;
+    if (nfds == 2 && fds[1].revents) {
+      ssize_t got = read(p.err, buf, sizeof(buf));
+      if (got > 0) r.stderr_data = Tail(r.stderr_data + std::string(buf, got), kStderrTail);
+      if (got == 0) {
+        close(p.err);
+        p.err = -1;
+      }
+    }
+    if (fds[0].revents) {
+      ssize_t got = read(p.out, buf, sizeof(buf));
+      if (got > 0) frame.append(buf, got);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        ended = true;
+        break;
+      }
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.timed_out || ended) {
+    const int status = EndChild(p, /*kill_it=*/r.timed_out);
+    child_.reset();
+    served_ = 0;
+    if (!r.timed_out && WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+    if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    // A crash after earlier trials may be their doing (a kernel that wrote out of bounds and
+    // still verified): measured again in a fresh process, it is charged to this kernel only if
+    // it crashes there too.
+    if (ended && reused) return RunSandboxed(request, limits);
+  } else {
+    r.exit_code = 0;
+    r.stdout_data = frame.substr(4);
+  }
+  v1::Measurement m = TrialProcessOutcome(r, limits);
+  if (m.status() == v1::OK) {
+    ++served_;
+  } else {
+    Stop();  // whatever went wrong, the next trial starts clean
+  }
   return m;
 }
 
@@ -123,7 +242,7 @@ TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::
 }
 
 TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
-                      const v1::Trial& trial, const SandboxLimits& limits) {
+                      const v1::Trial& trial, const SandboxLimits& limits, TrialServer* server) {
   TrialOutcome out;
   v1::SandboxRequest req;
   req.set_device(device_spec);
@@ -168,7 +287,7 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   out.toolchain = compiled->toolchain;
   req.set_artifact(compiled->artifact);
   req.set_entry(compiled->entry);
-  out.measurement = RunSandboxed(req, limits);
+  out.measurement = server ? server->Run(req, limits) : RunSandboxed(req, limits);
   out.measurement.set_compile_seconds(compiled->compile_seconds);
   return out;
 }

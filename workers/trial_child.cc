@@ -1,35 +1,88 @@
 #include "workers/trial_child.h"
 
+#include <errno.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "hardware/buffers.h"
 #include "hardware/cpu/step_runner.h"
 #include "hardware/device.h"
-#include "kiln/v1/types.pb.h"
 
 namespace kiln::workers {
+namespace {
 
-int TrialChildMain() {
-  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  v1::SandboxRequest req;
-  if (!req.ParseFromString(input)) {
-    std::fprintf(stderr, "trial child: malformed request on stdin\n");
-    return 3;
+// A frame larger than this is a broken stream, not a request.
+constexpr uint32_t kMaxFrameBytes = 256u << 20;
+
+bool ReadAll(int fd, char* data, size_t n, size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    ssize_t r = read(fd, data + *got, n - *got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    *got += static_cast<size_t>(r);
   }
+  return true;
+}
+
+}  // namespace
+
+bool ReadFrame(int fd, std::string* out, std::string* error) {
+  unsigned char header[4];
+  size_t got = 0;
+  errno = 0;
+  if (!ReadAll(fd, reinterpret_cast<char*>(header), 4, &got)) {
+    if (got > 0 || errno != 0) *error = "the input ended inside a frame header";
+    return false;
+  }
+  const uint32_t n = header[0] | header[1] << 8 | header[2] << 16 | uint32_t{header[3]} << 24;
+  if (n > kMaxFrameBytes) {
+    *error =
+        absl::StrCat("a frame of ", n, " bytes is larger than the ", kMaxFrameBytes, " allowed");
+    return false;
+  }
+  out->resize(n);
+  if (!ReadAll(fd, out->data(), n, &got)) {
+    *error = absl::StrCat("the input ended after ", got, " of a frame's ", n, " bytes");
+    return false;
+  }
+  return true;
+}
+
+bool WriteFrame(int fd, const std::string& data) {
+  const uint32_t n = static_cast<uint32_t>(data.size());
+  std::string frame = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 24)};
+  frame += data;
+  for (size_t done = 0; done < frame.size();) {
+    ssize_t w = write(fd, frame.data() + done, frame.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+v1::Measurement RunTrialRequest(const v1::SandboxRequest& req) {
+  v1::Measurement m;
   auto device = hardware::OpenDevice(req.device(), &req.chip());
   if (!device.ok()) {
-    std::fprintf(stderr, "trial child: %s\n", std::string(device.status().message()).c_str());
-    return 3;
+    m.set_status(v1::CRASHED);
+    m.set_message(absl::StrCat("trial child: ", device.status().message()));
+    return m;
   }
   hardware::MeasureOptions opts;
   opts.warm = req.warm();
   if (req.max_seconds() > 0) opts.max_seconds = req.max_seconds();
   opts.race_us = req.race_us();
   opts.seed = req.seed();
-  v1::Measurement m;
   if (req.kind() == v1::STEP) {
     hardware::StepOptions step_opts;
     step_opts.seed = req.seed();
@@ -51,10 +104,52 @@ int TrialChildMain() {
     k.entry = req.entry();
     m = (*device)->Measure(req.workload(), k, opts);
   }
-  std::string out = m.SerializeAsString();
+  return m;
+}
+
+int TrialChildMain() {
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  v1::SandboxRequest req;
+  if (!req.ParseFromString(input)) {
+    std::fprintf(stderr, "trial child: malformed request on stdin\n");
+    return 3;
+  }
+  std::string out = RunTrialRequest(req).SerializeAsString();
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
   return 0;
+}
+
+int TrialServerMain() {
+  // Results go to a private copy of stdout; whatever a kernel or library prints lands on stderr
+  // instead of in the middle of a frame.
+  const int results = dup(1);
+  if (results < 0 || dup2(2, 1) < 0) {
+    std::fprintf(stderr, "trial server: cannot set up its output: %s\n", std::strerror(errno));
+    return 3;
+  }
+  hardware::KeepArenasForReuse(true);
+  for (;;) {
+    std::string input, error;
+    if (!ReadFrame(0, &input, &error)) {
+      if (error.empty()) return 0;  // the worker closed our stdin: done
+      std::fprintf(stderr, "trial server: %s\n", error.c_str());
+      return 3;
+    }
+    v1::SandboxRequest req;
+    if (!req.ParseFromString(input)) {
+      std::fprintf(stderr, "trial server: malformed request\n");
+      return 3;
+    }
+    if (!WriteFrame(results, RunTrialRequest(req).SerializeAsString())) return 3;
+  }
+}
+
+int MaybeTrialChild(int argc, char** argv) {
+  if (argc < 2) return -1;
+  if (std::strcmp(argv[1], kTrialChildFlag) == 0) return TrialChildMain();
+  if (std::strcmp(argv[1], kTrialServerFlag) == 0) return TrialServerMain();
+  return -1;
 }
 
 }  // namespace kiln::workers

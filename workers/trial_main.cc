@@ -6,8 +6,7 @@
 #include "workers/trial_child.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], kiln::workers::kTrialChildFlag) == 0)
-    return kiln::workers::TrialChildMain();
+  if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   std::fprintf(stderr,
                "kiln-trial: runs one sandboxed trial for a Kiln worker; not for direct use\n"
                "usage: kiln-trial %s < SANDBOX_REQUEST\n",

@@ -201,6 +201,7 @@ class WorkerImpl final : public Worker {
       }
       delay = 200;
       metrics_.SetConnected(true);
+      if (resp.trials_size() == 0) trial_server_.Stop();  // idle: give its memory back
       Precompile(resp);
       for (int i = 0; i < resp.trials_size(); ++i) {
         if (stop_) {  // hand back what was not started
@@ -261,7 +262,7 @@ class WorkerImpl final : public Worker {
   void RunAndReport(const v1::Trial& trial) {
     metrics_.SetBusy(true);
     const auto start = std::chrono::steady_clock::now();
-    TrialOutcome outcome = RunTrial(*device_, o_.device, trial, limits_);
+    TrialOutcome outcome = RunTrial(*device_, o_.device, trial, limits_, &trial_server_);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto pre = compile_seconds_.find(trial.id());
     if (pre != compile_seconds_.end()) {  // compiled ahead: report that compile, not the cache hit
@@ -317,6 +318,7 @@ class WorkerImpl final : public Worker {
   WorkerMetrics metrics_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   SandboxLimits limits_;
+  TrialServer trial_server_;  // measures tuning trials; stopped while there is no work
   std::atomic<bool> stop_{false};
   std::atomic<bool> need_register_{false};
   std::atomic<int> heartbeat_ms_{2000};

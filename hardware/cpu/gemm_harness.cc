@@ -36,7 +36,7 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
     const size_t bt_n = prepack ? PadFloats(prepack->floats(N, K)) : b_n;
     const size_t set_n = a_n + bt_n + c_n;
     int sets = RotatingSets(set_n * sizeof(float), chip, opts.warm);
-    std::unique_ptr<FloatBuffer> arena_memory = RotatingArena(set_n, &sets);
+    Arena arena_memory = RotatingArena(set_n, &sets);
     float* const a = arena_memory->data();
     float* const bt = a + a_n;
     float* const c = bt + bt_n;

@@ -100,7 +100,7 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
       max_error = check.max_error;
     }
     int sets = RotatingSets(layout.floats * sizeof(float), chip, opts.warm);
-    std::unique_ptr<FloatBuffer> arena_memory = RotatingArena(layout.floats, &sets);
+    Arena arena_memory = RotatingArena(layout.floats, &sets);
     FloatBuffer& arena = *arena_memory;
     FillSet(c, layout, arena.data(), opts.seed * 2 + 2);
     for (int s = 1; s < sets; ++s)

@@ -1,4 +1,5 @@
-// The timing harness: statistics, adaptive repetition, rotating sets and the roofline guard.
+// The timing harness: statistics, adaptive repetition, rotating sets (and the arena that holds
+// them) and the roofline guard.
 #include "hardware/measure.h"
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hardware/buffers.h"
 
 namespace kiln::hardware {
 namespace {
@@ -114,6 +116,35 @@ TEST(RotatingSetsTest, ExceedFourTimesTheLastLevelCacheAndHalfAGigabyte) {
   EXPECT_EQ(RotatingSets(100 << 20, chip, false, 512 << 20), 5);
   v1::ChipFingerprint unknown;  // no cache sizes: assume 32 MiB
   EXPECT_EQ(RotatingSets(64 << 20, unknown, false), 9);
+}
+
+// A long-lived trial process keeps its operand memory: the next arena of about the same size is
+// the same memory, zeroed again; a much smaller or larger one is fresh, and so is any once reuse
+// is off.
+TEST(RotatingArenaTest, KeptArenaIsHandedOutAgainZeroed) {
+  constexpr size_t kSet = size_t{1} << 18;
+  KeepArenasForReuse(true);
+  int sets = 4;
+  Arena first = RotatingArena(kSet, &sets);
+  ASSERT_EQ(sets, 4);
+  float* const memory = first->data();
+  first->data()[5] = 3;
+  first->data()[4 * kSet - 1] = 7;
+  first.reset();  // parked
+  int again = 3;  // 3/4 of it: close enough to reuse
+  Arena second = RotatingArena(kSet, &again);
+  EXPECT_EQ(second->data(), memory);
+  EXPECT_EQ(second->size(), 4 * kSet);
+  EXPECT_EQ(second->data()[5], 0.0f);
+  EXPECT_EQ(second->data()[3 * kSet - 1], 0.0f);
+  second.reset();
+  int fewer = 1;  // a quarter of it: fresh
+  EXPECT_EQ(RotatingArena(kSet, &fewer)->size(), kSet);
+  int more = 8;  // larger than what is parked: fresh
+  EXPECT_EQ(RotatingArena(kSet, &more)->size(), 8 * kSet);
+  KeepArenasForReuse(false);  // what one-shot processes do: every arena is fresh
+  int off = 7;
+  EXPECT_EQ(RotatingArena(kSet, &off)->size(), 7 * kSet);
 }
 
 TEST(ThroughputTest, FromMedian) {

@@ -2,8 +2,11 @@
 // process (the worker) keeps serving.
 #include "workers/sandbox.h"
 
+#include <unistd.h>
+
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "workers/trial_child.h"
 #include "workers/worker.h"
 
 namespace kiln::workers {
@@ -23,12 +26,13 @@ class SandboxTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { device_ = hardware::OpenDevice("cpu")->release(); }
 
-  v1::Measurement RunBody(const std::string& body, double timeout = 5, long long mem = 1LL << 30) {
+  static v1::SandboxRequest Request(const std::string& body) {
     codegen::Kernel k;
     k.dialect = "cpp";
     k.entry = "kiln_gemm";
     k.source =
-        "#include <cstdlib>\n#include <cstring>\nextern \"C\" void kiln_gemm(int M, int N, int K, "
+        "#include <cstdlib>\n#include <cstring>\n#include <unistd.h>\nextern \"C\" void "
+        "kiln_gemm(int M, int N, int K, "
         "const float* A, const float* B, float* C) {\n" +
         body + "\n}\n";
     auto compiled = device_->Compile(k);
@@ -41,10 +45,18 @@ class SandboxTest : public ::testing::Test {
     req.set_artifact(compiled->artifact);
     req.set_entry(compiled->entry);
     req.set_max_seconds(0.2);
+    return req;
+  }
+
+  static SandboxLimits Limits(double timeout = 5, long long mem = 1LL << 30) {
     SandboxLimits limits;
     limits.timeout_seconds = timeout;
     limits.memory_bytes = mem;
-    return RunSandboxed(req, limits);
+    return limits;
+  }
+
+  v1::Measurement RunBody(const std::string& body, double timeout = 5, long long mem = 1LL << 30) {
+    return RunSandboxed(Request(body), Limits(timeout, mem));
   }
 
   static hardware::Device* device_;
@@ -100,6 +112,90 @@ TEST(TrialExecutableTest, TuningTrialsRunInTheLeanExecutable) {
   }
 }
 
+// The long-lived trial process gives the same answers as one-shot children and keeps serving.
+TEST_F(SandboxTest, TrialServerServesTrialsInOneProcess) {
+  TrialServer server;
+  for (int i = 0; i < 3; ++i) {
+    auto m = server.Run(Request(kCorrect), Limits());
+    EXPECT_EQ(m.status(), v1::OK) << m.message();
+    EXPECT_GT(m.median_us(), 0);
+  }
+  EXPECT_EQ(server.started(), 1);
+  EXPECT_EQ(server.served(), 3);
+  server.Stop();
+  EXPECT_EQ(server.Run(Request(kCorrect), Limits()).status(), v1::OK);
+  EXPECT_EQ(server.started(), 2);
+}
+
+// A kernel that fails ends the process; the next trial gets a fresh one. A crash in a process
+// that had served trials is measured again in a one-shot child before it is reported.
+TEST_F(SandboxTest, TrialServerRestartsAfterAFailure) {
+  TrialServer server;
+  ASSERT_EQ(server.Run(Request(kCorrect), Limits()).status(), v1::OK);
+  auto crashed = server.Run(Request("volatile int* p = nullptr; *p = 1;"), Limits());
+  EXPECT_EQ(crashed.status(), v1::CRASHED);
+  EXPECT_NE(crashed.message().find("signal"), std::string::npos) << crashed.message();
+  EXPECT_EQ(server.served(), 0);
+  EXPECT_EQ(server.Run(Request(kCorrect), Limits()).status(), v1::OK);
+  EXPECT_EQ(server.started(), 2);
+
+  auto wrong = server.Run(Request("for (int i = 0; i < M * N; ++i) C[i] = 1.0f;"), Limits());
+  EXPECT_EQ(wrong.status(), v1::WRONG_RESULT);
+  auto hang = server.Run(Request("for (volatile int x = 0;; ++x) {}"), Limits(2));
+  EXPECT_EQ(hang.status(), v1::TIMEOUT);
+  EXPECT_NE(hang.message().find("2 s"), std::string::npos) << hang.message();
+  auto runaway =
+      server.Run(Request("for (;;) { char* p = (char*)malloc(64 << 20); if (!p) abort(); "
+                         "memset(p, 1, 64 << 20); }"),
+                 Limits(20, 2048LL << 20));
+  EXPECT_EQ(runaway.status(), v1::CRASHED);
+  EXPECT_NE(runaway.message().find("memory limit 2048 MiB"), std::string::npos)
+      << runaway.message();
+  EXPECT_EQ(server.Run(Request(kCorrect), Limits()).status(), v1::OK);
+  // Processes: the first (ended by the crash, which was then re-run one-shot), one until the
+  // wrong result, one until the hang, one until the runaway allocation, and the last.
+  EXPECT_EQ(server.started(), 5);
+}
+
+// What a kernel prints goes to stderr: it cannot break the framing of the results.
+TEST_F(SandboxTest, TrialServerIsNotConfusedByKernelOutput) {
+  TrialServer server;
+  const std::string printing = std::string("(void)!write(1, \"noise\\n\", 6); ") + kCorrect;
+  for (int i = 0; i < 2; ++i) {
+    auto m = server.Run(Request(printing), Limits());
+    EXPECT_EQ(m.status(), v1::OK) << m.message();
+  }
+  EXPECT_EQ(server.started(), 1);
+}
+
+TEST(TrialFrameTest, RoundTripAndBrokenStreams) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_TRUE(WriteFrame(fds[1], "hello"));
+  ASSERT_TRUE(WriteFrame(fds[1], ""));
+  ASSERT_EQ(write(fds[1],
+                  "\x09\0\0\0"
+                  "abc",
+                  7),
+            7);  // 9 bytes announced, 3 sent
+  close(fds[1]);
+  std::string got, error;
+  ASSERT_TRUE(ReadFrame(fds[0], &got, &error));
+  EXPECT_EQ(got, "hello");
+  ASSERT_TRUE(ReadFrame(fds[0], &got, &error));
+  EXPECT_EQ(got, "");
+  EXPECT_FALSE(ReadFrame(fds[0], &got, &error));
+  EXPECT_NE(error.find("after 3 of a frame's 9 bytes"), std::string::npos) << error;
+  close(fds[0]);
+
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[1]);
+  error.clear();
+  EXPECT_FALSE(ReadFrame(fds[0], &got, &error));  // a clean end: no error
+  EXPECT_EQ(error, "");
+  close(fds[0]);
+}
+
 TEST_F(SandboxTest, WrongKernelIsWrongResult) {
   auto m = RunBody("for (int i = 0; i < M * N; ++i) C[i] = 1.0f;");
   EXPECT_EQ(m.status(), v1::WRONG_RESULT);
@@ -114,8 +210,7 @@ TEST_F(SandboxTest, KernelThatWritesNothingIsCaughtByNanPoisoning) {
 }  // namespace kiln::workers
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == kiln::workers::kTrialChildFlag)
-    return kiln::workers::TrialChildMain();
+  if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
