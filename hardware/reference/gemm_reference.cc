@@ -43,33 +43,6 @@ std::vector<int> RowsToCheck(int M, int count) {
   return rows;
 }
 
-// Freivalds' check of every row: (C x)_i against (A (B x))_i for a random x, with the element
-// tolerances summed along the row. Returns the first failing row, or -1.
-int FirstBadRowByChecksum(int M, int N, int K, const float* A, const float* B, const float* C) {
-  std::vector<float> x(N);
-  FillUniform(x.data(), N, 0xF4E1);
-  std::vector<double> bx(K, 0), bx_mag(K, 0);
-  for (int k = 0; k < K; ++k) {
-    const float* b = B + static_cast<size_t>(k) * N;
-    for (int j = 0; j < N; ++j) {
-      bx[k] += double{b[j]} * x[j];
-      bx_mag[k] += std::fabs(double{b[j]} * x[j]);
-    }
-  }
-  for (int i = 0; i < M; ++i) {
-    const float* a = A + static_cast<size_t>(i) * K;
-    const float* c = C + static_cast<size_t>(i) * N;
-    double want = 0, mag = 0, got = 0;
-    for (int k = 0; k < K; ++k) {
-      want += a[k] * bx[k];
-      mag += std::fabs(double{a[k]}) * bx_mag[k];
-    }
-    for (int j = 0; j < N; ++j) got += double{c[j]} * x[j];
-    if (!(std::fabs(got - want) <= kGemmRelTol * mag + 1e-30)) return i;
-  }
-  return -1;
-}
-
 }  // namespace
 
 void ReferenceGemm(int M, int N, int K, const float* A, const float* B, double* ref, double* mag) {
@@ -98,8 +71,10 @@ void ReferenceGemm(int M, int N, int K, const float* A, const float* B, double* 
       /*min_chunk=*/256);
 }
 
-GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const float* C,
-                    double max_macs) {
+namespace {
+
+// The first non-finite element of C, as a failed check; ok when there is none.
+GemmCheck AllFinite(int M, int N, const float* C) {
   GemmCheck check;
   const size_t n = static_cast<size_t>(M) * N;
   for (size_t e = 0; e < n; ++e) {
@@ -109,43 +84,81 @@ GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const f
                                  std::isnan(C[e]) ? " (NaN: element unwritten or poisoned)" : "");
     return check;
   }
-  const double row_macs = double{1} * N * K;
-  const std::vector<int> rows =
-      RowsToCheck(M, static_cast<int>(std::max(16.0, std::floor(max_macs / row_macs))));
-  check.rows_checked = static_cast<int>(rows.size());
-  // The sampled rows of A, gathered, against the full B.
-  std::vector<float> a_rows(rows.size() * size_t{1} * K);
-  for (size_t r = 0; r < rows.size(); ++r)
-    std::copy_n(A + static_cast<size_t>(rows[r]) * K, K, a_rows.begin() + r * K);
-  std::vector<double> ref(rows.size() * size_t{1} * N), mag(ref.size());
-  ReferenceGemm(static_cast<int>(rows.size()), N, K, a_rows.data(), B, ref.data(), mag.data());
+  check.ok = true;
+  return check;
+}
 
+}  // namespace
+
+GemmReference::GemmReference(int M, int N, int K, const float* A, const float* B, double max_macs)
+    : M_(M), N_(N) {
+  const double row_macs = double{1} * N * K;
+  rows_ = RowsToCheck(M, static_cast<int>(std::max(16.0, std::floor(max_macs / row_macs))));
+  // The sampled rows of A, gathered, against the full B.
+  std::vector<float> a_rows(rows_.size() * size_t{1} * K);
+  for (size_t r = 0; r < rows_.size(); ++r)
+    std::copy_n(A + static_cast<size_t>(rows_[r]) * K, K, a_rows.begin() + r * K);
+  ref_.resize(rows_.size() * size_t{1} * N);
+  mag_.resize(ref_.size());
+  ReferenceGemm(static_cast<int>(rows_.size()), N, K, a_rows.data(), B, ref_.data(), mag_.data());
+  if (static_cast<int>(rows_.size()) == M) return;
+  // Freivalds' checksum of every row: (C x)_i against (A (B x))_i for a random x, with the
+  // element tolerances summed along the row.
+  x_.resize(N);
+  FillUniform(x_.data(), N, 0xF4E1);
+  std::vector<double> bx(K, 0), bx_mag(K, 0);
+  for (int k = 0; k < K; ++k) {
+    const float* b = B + static_cast<size_t>(k) * N;
+    for (int j = 0; j < N; ++j) {
+      bx[k] += double{b[j]} * x_[j];
+      bx_mag[k] += std::fabs(double{b[j]} * x_[j]);
+    }
+  }
+  row_want_.assign(M, 0);
+  row_mag_.assign(M, 0);
+  for (int i = 0; i < M; ++i) {
+    const float* a = A + static_cast<size_t>(i) * K;
+    for (int k = 0; k < K; ++k) {
+      row_want_[i] += a[k] * bx[k];
+      row_mag_[i] += std::fabs(double{a[k]}) * bx_mag[k];
+    }
+  }
+}
+
+GemmCheck GemmReference::Check(const float* C) const {
+  GemmCheck check = AllFinite(M_, N_, C);
+  if (!check.ok) return check;
+  check.ok = false;
+  const int N = N_;
+  check.rows_checked = static_cast<int>(rows_.size());
   size_t bad = 0, first = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
+  for (size_t r = 0; r < rows_.size(); ++r) {
     for (int j = 0; j < N; ++j) {
       const size_t e = r * N + j;
-      const double err = std::fabs(C[static_cast<size_t>(rows[r]) * N + j] - ref[e]);
-      check.max_error = std::max(check.max_error, err / (mag[e] + 1e-30));
-      if (!(err <= kGemmRelTol * mag[e] + 1e-30) && bad++ == 0) first = e;
+      const double err = std::fabs(C[static_cast<size_t>(rows_[r]) * N + j] - ref_[e]);
+      check.max_error = std::max(check.max_error, err / (mag_[e] + 1e-30));
+      if (!(err <= kGemmRelTol * mag_[e] + 1e-30) && bad++ == 0) first = e;
     }
   }
   const std::string scope =
-      check.rows_checked == M
-          ? absl::StrCat(n, " elements")
+      check.rows_checked == M_
+          ? absl::StrCat(size_t{1} * M_ * N, " elements")
           : absl::StrCat(size_t{1} * check.rows_checked * N, " checked elements (",
-                         check.rows_checked, " of ", M, " rows sampled)");
+                         check.rows_checked, " of ", M_, " rows sampled)");
   if (bad > 0) {
-    const size_t i = rows[first / N], j = first % N;
+    const size_t i = rows_[first / N], j = first % N;
     check.message =
-        absl::StrCat("wrong result: C[", i, "][", j, "] = ", C[i * N + j], ", want ", ref[first],
+        absl::StrCat("wrong result: C[", i, "][", j, "] = ", C[i * N + j], ", want ", ref_[first],
                      "; ", bad, " of ", scope, " outside |c - ref| <= ", kGemmRelTol,
                      " * sum_k|a*b|; max_error ", check.max_error);
     return check;
   }
-  if (check.rows_checked < M) {
-    const int row = FirstBadRowByChecksum(M, N, K, A, B, C);
-    if (row >= 0) {
-      check.message = absl::StrCat("wrong result: row ", row,
+  for (int i = 0; i < static_cast<int>(row_want_.size()); ++i) {
+    const float* c = C + static_cast<size_t>(i) * N;
+    double got = 0;
+    for (int j = 0; j < N; ++j) got += double{c[j]} * x_[j];
+    if (!(std::fabs(got - row_want_[i]) <= kGemmRelTol * row_mag_[i] + 1e-30)) {
+      check.message = absl::StrCat("wrong result: row ", i,
                                    " of C fails the randomised checksum C*x = A*(B*x); ",
                                    "max_error of the sampled rows ", check.max_error);
       return check;
@@ -153,6 +166,13 @@ GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const f
   }
   check.ok = true;
   return check;
+}
+
+GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const float* C,
+                    double max_macs) {
+  GemmCheck finite = AllFinite(M, N, C);  // before the reference: an unwritten C fails at once
+  if (!finite.ok) return finite;
+  return GemmReference(M, N, K, A, B, max_macs).Check(C);
 }
 
 }  // namespace kiln::hardware

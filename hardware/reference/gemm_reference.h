@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::hardware {
 
@@ -34,5 +35,23 @@ inline constexpr double kFullCheckMacs = double{1 << 30};
 // catches gross errors anywhere in O(MN + NK) time.
 GemmCheck CheckGemm(int M, int N, int K, const float* A, const float* B, const float* C,
                     double max_macs = kFullCheckMacs);
+
+// CheckGemm in two halves: the reference side, computed once from A and B (the sampled rows and
+// the checksums of every row), and Check(C), which compares an output with it in O(M*N) time plus
+// the sampled rows. A process that verifies many kernels on the same inputs keeps one
+// (hardware/cpu/gemm_harness.cc): computing it was 0.04-0.25 s of every tuning trial.
+class GemmReference {
+ public:
+  GemmReference(int M, int N, int K, const float* A, const float* B,
+                double max_macs = kFullCheckMacs);
+  GemmCheck Check(const float* C) const;
+
+ private:
+  int M_, N_;
+  std::vector<int> rows_;                   // compared element by element
+  std::vector<double> ref_, mag_;           // their reference and tolerance scale
+  std::vector<float> x_;                    // the checksum vector (when rows are sampled)
+  std::vector<double> row_want_, row_mag_;  // A*(B*x) and |A|*|B*x|, per row
+};
 
 }  // namespace kiln::hardware

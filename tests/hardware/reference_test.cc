@@ -82,6 +82,25 @@ TEST(CheckGemmTest, LargeProblemsSampleRowsAndChecksumTheRest) {
   EXPECT_EQ(CheckGemm(p.M, p.N, p.K, p.a.data(), p.b.data(), p.c.data()).rows_checked, 200);
 }
 
+// One reference, many outputs: what a long-lived trial process does for kernel after kernel.
+TEST(GemmReferenceTest, OneReferenceChecksManyOutputs) {
+  Problem p(200, 64, 64);
+  const GemmReference ref(p.M, p.N, p.K, p.a.data(), p.b.data(), 20.0 * 64 * 64);
+  std::vector<float> good = p.c;
+  EXPECT_TRUE(ref.Check(good.data()).ok);
+  std::vector<float> bad_row = p.c;
+  for (int j = 0; j < p.N; ++j) bad_row[101 * p.N + j] += 1.0f;
+  EXPECT_FALSE(ref.Check(bad_row.data()).ok);
+  std::vector<float> nan = p.c;
+  nan[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT(ref.Check(nan.data()).message, HasSubstr("C[0][5] = nan"));
+  GemmCheck again = ref.Check(good.data());  // unchanged by the failures before
+  EXPECT_TRUE(again.ok) << again.message;
+  EXPECT_EQ(
+      again.rows_checked,
+      CheckGemm(p.M, p.N, p.K, p.a.data(), p.b.data(), good.data(), 20.0 * 64 * 64).rows_checked);
+}
+
 TEST(CheckGemmTest, DecodeShapeVerifiesQuickly) {
   const int M = 8, N = 4096, K = 4096;
   FloatBuffer a(size_t{1} * M * K), b(size_t{1} * K * N), c(size_t{1} * M * N);
