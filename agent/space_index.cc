@@ -112,8 +112,10 @@ bool SpaceIndex::FromConfig(const codegen::Config& c, Row* r) const {
   r->assign(knobs.size(), 0);
   for (size_t k = 0; k < knobs.size(); ++k) {
     auto it = c.find(knobs[k].name);
-    if (it == c.end()) return false;
-    auto pos = std::find(knobs[k].values.begin(), knobs[k].values.end(), it->second);
+    // A knob the configuration predates: the value it ran with (KnobSpace::WithAbsentKnobs).
+    if (it == c.end() && !knobs[k].absent_means) return false;
+    const int64_t value = it != c.end() ? it->second : *knobs[k].absent_means;
+    auto pos = std::find(knobs[k].values.begin(), knobs[k].values.end(), value);
     if (pos == knobs[k].values.end()) return false;
     (*r)[k] = static_cast<int32_t>(pos - knobs[k].values.begin());
   }

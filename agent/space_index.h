@@ -33,7 +33,8 @@ class SpaceIndex {
   int Find(const Row& r) const;       // position in rows(), or -1
   bool IsValid(const Row& r) const;
   codegen::Config ToConfig(const Row& r) const;
-  bool FromConfig(const codegen::Config& c, Row* r) const;  // false when off the domains
+  // False when off the domains; a knob the config lacks is read as its absent_means, if any.
+  bool FromConfig(const codegen::Config& c, Row* r) const;
 
   // Valid rows that differ from `r` in exactly one knob.
   std::vector<Row> Neighbours(const Row& r) const;

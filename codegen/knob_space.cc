@@ -7,8 +7,16 @@
 
 namespace kiln::codegen {
 
-void KnobSpace::AddKnob(std::string name, std::vector<int64_t> values, std::string help) {
-  knobs_.push_back({std::move(name), std::move(values), std::move(help)});
+void KnobSpace::AddKnob(std::string name, std::vector<int64_t> values, std::string help,
+                        std::optional<int64_t> absent_means) {
+  knobs_.push_back({std::move(name), std::move(values), std::move(help), absent_means});
+}
+
+Config KnobSpace::WithAbsentKnobs(const Config& config) const {
+  Config out = config;
+  for (const auto& k : knobs_)
+    if (k.absent_means) out.emplace(k.name, *k.absent_means);
+  return out;
 }
 
 void KnobSpace::AddConstraint(std::string rule, std::function<bool(const Config&)> holds) {

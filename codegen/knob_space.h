@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@ struct Knob {
   std::string name;
   std::vector<int64_t> values;
   std::string help;
+  // For a knob added to a template after configurations were recorded (tuning records,
+  // checkpoints, replay sets): the value those configurations ran with. Unset: a configuration
+  // without the knob is incomplete.
+  std::optional<int64_t> absent_means;
 };
 
 struct Constraint {
@@ -28,12 +33,17 @@ struct Constraint {
 
 class KnobSpace {
  public:
-  void AddKnob(std::string name, std::vector<int64_t> values, std::string help = "");
+  void AddKnob(std::string name, std::vector<int64_t> values, std::string help = "",
+               std::optional<int64_t> absent_means = std::nullopt);
   void AddConstraint(std::string rule, std::function<bool(const Config&)> holds);
 
   const std::vector<Knob>& knobs() const { return knobs_; }
   const std::vector<Constraint>& constraints() const { return constraints_; }
   const Knob* FindKnob(const std::string& name) const;
+
+  // `config` with every absent knob that has an absent_means set to it: how a configuration
+  // recorded before the knob existed is read (rendering, pretraining, the policy's ledger).
+  Config WithAbsentKnobs(const Config& config) const;
 
   // OK when every knob has a value from its domain, no unknown knob is set and every
   // constraint holds; otherwise names the knob or the broken rule.

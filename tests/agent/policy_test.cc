@@ -36,6 +36,22 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name + std::to_string(::getpid());
 }
 
+// A configuration recorded before a knob existed is read with the value it ran with (pretraining
+// and the ledger of seen configurations); without an absent_means it stays off the index.
+TEST(SpaceIndexTest, RecordsFromBeforeAKnobWasAddedAreReadWithItsAbsentValue) {
+  codegen::KnobSpace space = Space();
+  space.AddKnob("PF", {0, 64}, "added later", /*absent_means=*/0);
+  auto index = SpaceIndex::Build(space, nullptr);
+  Row row;
+  ASSERT_TRUE(index->FromConfig({{"TILE", 4}, {"VEC", 2}, {"UNROLL", 1}}, &row));
+  EXPECT_EQ(index->ToConfig(row).at("PF"), 0);
+  ASSERT_TRUE(index->FromConfig({{"TILE", 4}, {"VEC", 2}, {"UNROLL", 1}, {"PF", 64}}, &row));
+  EXPECT_EQ(index->ToConfig(row).at("PF"), 64);
+  EXPECT_FALSE(index->FromConfig({{"TILE", 4}, {"VEC", 2}, {"PF", 0}}, &row));  // UNROLL: none
+  EXPECT_EQ(space.WithAbsentKnobs({{"TILE", 4}}).at("PF"), 0);
+  EXPECT_EQ(space.WithAbsentKnobs({{"TILE", 4}}).count("UNROLL"), 0u);
+}
+
 TEST(PolicyNet, MaskedDistributionSumsToOneOverValidConfigs) {
   Fixture f;
   PolicyNet p(f.features, f.index, 1);
