@@ -65,6 +65,11 @@ void KeepArenasForReuse(bool keep) {
   if (!keep) parked_arena.reset();
 }
 
+bool ArenasKeptForReuse() {
+  std::lock_guard<std::mutex> lock(arena_mu);
+  return keep_arenas;
+}
+
 Arena RotatingArena(size_t floats_per_set, int* sets) {
   *sets = std::max(1, *sets);
   std::unique_ptr<FloatBuffer> parked;

@@ -42,6 +42,7 @@ Arena RotatingArena(size_t floats_per_set, int* sets);
 // stays faulted in. Fresh memory is what a one-shot trial pays most for on a VM: faulting in
 // 512 MiB took 0.03 s or, when the host had reclaimed the guest's free pages, 0.2-0.4 s.
 void KeepArenasForReuse(bool keep);
+bool ArenasKeptForReuse();
 
 // Deterministic uniform values in [-1, 1) from `seed` (splitmix64): the same seed gives the
 // same inputs on every machine.

@@ -176,10 +176,6 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
     served_ = 0;
     if (!r.timed_out && WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
     if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    // A crash after earlier trials may be their doing (a kernel that wrote out of bounds and
-    // still verified): measured again in a fresh process, it is charged to this kernel only if
-    // it crashes there too.
-    if (ended && reused) return RunSandboxed(request, limits);
   } else {
     r.exit_code = 0;
     r.stdout_data = frame.substr(4);
@@ -187,9 +183,14 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
   v1::Measurement m = TrialProcessOutcome(r, limits);
   if (m.status() == v1::OK) {
     ++served_;
-  } else {
-    Stop();  // whatever went wrong, the next trial starts clean
+    return m;
   }
+  Stop();  // whatever went wrong, the next trial starts clean
+  // A crash or a wrong result after earlier trials may be their doing (a kernel that wrote out
+  // of bounds and still verified, or the memory kept for reuse): measured again in a fresh
+  // process, it is charged to this kernel only if it happens there too.
+  if (reused && (m.status() == v1::CRASHED || m.status() == v1::WRONG_RESULT))
+    return RunSandboxed(request, limits);
   return m;
 }
 

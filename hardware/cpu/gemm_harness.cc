@@ -40,6 +40,30 @@ std::shared_ptr<const GemmReference> ReferenceFor(int M, int N, int K, uint64_t 
   return made;
 }
 
+// The plain (unpacked) weights from `seed`, which the packer and the reference read: a fresh
+// buffer owned by *own, or, while the process keeps its arenas (the long-lived trial process,
+// one trial at a time), the previous call's when the size and seed match. Allocating and filling
+// 64-235 MB of them was most of the setup left in a trial with packed weights.
+const float* PlainWeights(size_t n, uint64_t seed, std::unique_ptr<FloatBuffer>* own) {
+  static size_t kept_n = 0;
+  static uint64_t kept_seed = 0;
+  static std::unique_ptr<FloatBuffer> kept;
+  if (!ArenasKeptForReuse()) {
+    kept.reset();
+    *own = std::make_unique<FloatBuffer>(n);
+    FillUniform((*own)->data(), n, seed);
+    return (*own)->data();
+  }
+  if (!kept || kept_n != n || kept_seed != seed) {
+    kept.reset();
+    kept = std::make_unique<FloatBuffer>(n);
+    FillUniform(kept->data(), n, seed);
+    kept_n = n;
+    kept_seed = seed;
+  }
+  return kept->data();
+}
+
 }  // namespace
 
 v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
@@ -64,12 +88,11 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
     float* const c = bt + bt_n;
     FillUniform(a, a_n, VerifySeed(opts.seed));
     std::unique_ptr<FloatBuffer> plain_b;  // the weights as the reference reads them
-    float* b = bt;
-    if (prepack) {
-      plain_b = std::make_unique<FloatBuffer>(b_n);
-      b = plain_b->data();
-    }
-    FillUniform(b, b_n, VerifySeed(opts.seed) + 0x5eed);
+    const float* b = bt;
+    if (prepack)
+      b = PlainWeights(b_n, VerifySeed(opts.seed) + 0x5eed, &plain_b);
+    else
+      FillUniform(bt, b_n, VerifySeed(opts.seed) + 0x5eed);
     if (prepack) {
       FillNaN(bt, bt_n);  // a layout the packer leaves partly unwritten shows up as NaN
       auto t0 = std::chrono::steady_clock::now();
