@@ -30,6 +30,13 @@ class KernelTemplate {
   // Fails with INVALID_ARGUMENT when the config is not in the space.
   virtual absl::StatusOr<Kernel> Render(const v1::Workload& w, const Config& config,
                                         const ChipTraits& chip) const = 0;
+  // Configurations the template's author expects to do well for this workload on this chip (an
+  // analytic guess from the shape and the chip's registers, cores and caches, as BLIS derives
+  // its blocking). A task measures them first, within its budget, like any other proposal; the
+  // search goes on from there. None by default.
+  virtual std::vector<Config> StartingConfigs(const v1::Workload& w, const ChipTraits& chip) const {
+    return {};
+  }
 };
 
 // The template for a workload on a chip kind ("cpu"), or NOT_FOUND / UNIMPLEMENTED.

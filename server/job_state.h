@@ -18,6 +18,9 @@ struct TaskState {
   int proposed = 0;                           // TUNE trials created so far
   bool exhausted = false;                     // the strategy has nothing new to propose
   bool baseline_created = false;
+  // The task's first proposals (StartingConfigs in scheduler.cc), loaded once when it starts.
+  std::vector<codegen::Config> starts;
+  bool starts_loaded = false;
 };
 
 struct JobEntry {

@@ -24,6 +24,33 @@ bool Reusable(v1::MeasurementStatus s) {
 // Bounds the proposals answered from the store in one call, so a lease never spins.
 constexpr int kMaxCachedPerCall = 256;
 
+// A task's first proposals, measured before its strategy's: for a model task its template's safe
+// default (a configuration every template guarantees to compile and verify), then the
+// configurations its template expects to do well at this shape on this chip. Those that break a
+// pin or a rule of the space are left out, and so are repeats.
+std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool model) {
+  const v1::Workload& w = job.job.tasks(task).workload();
+  auto space = codegen::SpaceFor(w, job.job.chip());
+  if (!space.ok()) return {};
+  std::vector<codegen::Config> candidates;
+  if (model) candidates.push_back(codegen::SafeDefaultConfig(*space));
+  auto tmpl = codegen::FindTemplate(w, job.job.chip().kind());
+  if (tmpl.ok()) {
+    for (auto& c : (*tmpl)->StartingConfigs(w, codegen::TraitsFromFingerprint(job.job.chip())))
+      candidates.push_back(std::move(c));
+  }
+  std::vector<codegen::Config> out;
+  for (const auto& c : candidates) {
+    bool ok = !c.empty() && space->IsValid(c) && std::find(out.begin(), out.end(), c) == out.end();
+    for (const auto& [knob, value] : job.job.spec().pin()) {
+      auto it = c.find(knob);
+      ok = ok && it != c.end() && it->second == value;
+    }
+    if (ok) out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
@@ -100,26 +127,23 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
     if (model) pick = PickModelTask(job);
     if (pick < 0) return nullptr;
     TaskState& task = job.tasks[pick];
-    if (model && task.proposed == 0) {  // a model task's first trial: its template's safe default
-      auto space = codegen::SpaceFor(job.job.tasks(pick).workload(), job.job.chip());
-      codegen::Config safe = space.ok() ? codegen::SafeDefaultConfig(*space) : codegen::Config{};
-      bool pinned_ok = true;
-      for (const auto& [knob, value] : job.job.spec().pin())
-        if (safe.count(knob)) pinned_ok = pinned_ok && safe[knob] == value;
-      if (!safe.empty() && pinned_ok) {
-        task.strategy->Exclude(safe);
-        task.proposed++;
-        v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);
-        *trial.mutable_config() = codegen::ToProto(safe);
-        return &trial;
-      }
+    if (!task.starts_loaded) {
+      task.starts_loaded = true;
+      if (task.proposed == 0) task.starts = StartingConfigs(job, pick, model);
     }
-    auto propose_start = std::chrono::steady_clock::now();
-    std::vector<codegen::Config> configs = task.strategy->Propose(1);
-    if (metrics_) metrics_->Proposed(task.strategy->name(), configs.size(), propose_start);
-    if (configs.empty()) {
-      task.exhausted = true;
-      continue;
+    std::vector<codegen::Config> configs;
+    if (!task.starts.empty()) {  // the template's own suggestions go first
+      configs = {task.starts.front()};
+      task.starts.erase(task.starts.begin());
+      task.strategy->Exclude(configs[0]);
+    } else {
+      auto propose_start = std::chrono::steady_clock::now();
+      configs = task.strategy->Propose(1);
+      if (metrics_) metrics_->Proposed(task.strategy->name(), configs.size(), propose_start);
+      if (configs.empty()) {
+        task.exhausted = true;
+        continue;
+      }
     }
     task.proposed++;
     v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);

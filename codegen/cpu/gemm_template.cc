@@ -33,6 +33,45 @@ int64_t Dim(const v1::Workload& w, const char* name) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The largest NR of the domain, at most `cap`, that is whole vectors and leaves MR x NR
+// accumulators room in the registers (0 when none does).
+int64_t WidestNR(int64_t mr, int64_t cap, const ChipTraits& chip) {
+  int64_t best = 0;
+  for (int64_t nr : kNR)
+    if (nr <= cap && nr % chip.vector_floats == 0 &&
+        mr * nr / chip.vector_floats <= chip.vector_registers - 4)
+      best = nr;
+  return best;
+}
+
+// `wish` made valid by shrinking its blocks and, if need be, its threads: the most threads, then
+// the largest MC, KC and NC (each at most the wished value) that the space's rules accept and
+// that give every thread the same number of MC x NC tiles, or at least four each (N=1024 in
+// blocks of 768 is two tiles, one three times the other); empty when none is valid.
+Config FitBlocks(const KnobSpace& space, Config wish, int64_t M, int64_t N) {
+  Config first_valid;
+  auto down_from = [&](const char* knob) {
+    std::vector<int64_t> out;
+    const std::vector<int64_t>& domain = space.FindKnob(knob)->values;
+    for (auto it = domain.rbegin(); it != domain.rend(); ++it)
+      if (*it <= wish[knob]) out.push_back(*it);
+    return out;
+  };
+  for (int64_t nt : down_from("NT"))
+    for (int64_t mc : down_from("MC"))
+      for (int64_t kc : down_from("KC"))
+        for (int64_t nc : down_from("NC")) {
+          Config c = wish;
+          c["NT"] = nt, c["MC"] = mc, c["KC"] = kc, c["NC"] = nc;
+          if (!space.IsValid(c)) continue;
+          const int64_t tiles = CeilDiv(M, mc) * CeilDiv(N, nc);
+          const bool even = tiles % nt == 0 && (N <= nc || N % nc == 0) && (M <= mc || M % mc == 0);
+          if (even || tiles >= 4 * nt) return c;
+          if (first_valid.empty()) first_valid = c;
+        }
+  return first_valid;
+}
+
 class CpuGemmTemplate final : public KernelTemplate {
  public:
   std::string name() const override { return "cpu-gemm"; }
@@ -63,7 +102,9 @@ class CpuGemmTemplate final : public KernelTemplate {
               "0: N blocks / column panels outer; 1: M blocks / row panels outer");
     s.AddKnob("NT", threads, "OpenMP threads sharing the MC x NC tiles of C");
     s.AddKnob("PREPACK", {0, 1}, "1: weights B packed once ahead of time into NR-column panels");
-    s.AddKnob("PF", {0, 1024, 2048}, "bytes ahead the packed weights are prefetched (PREPACK=1)");
+    // Configurations recorded before PF existed ran without a prefetch.
+    s.AddKnob("PF", {0, 1024, 2048}, "bytes ahead the packed weights are prefetched (PREPACK=1)",
+              /*absent_means=*/0);
 
     auto at = [](const Config& c, const char* k) { return c.at(k); };
     s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),
@@ -101,15 +142,65 @@ class CpuGemmTemplate final : public KernelTemplate {
     return s;
   }
 
+  // BLIS-style guesses. Few rows (decode): the weights stream once, so a register tile as tall as
+  // M (at most 8) and two vectors wide, deep K slices, weights packed ahead of time, and the
+  // packed stream prefetched 1 KiB ahead from 8 rows on (at M <= 4 the prefetches cost issue
+  // slots in a kernel that already streams). Many rows (prefill, batches): compute-bound, so a
+  // 6-row tile as wide as the registers allow, A blocks of 128 rows in L2, K slices of 512 (or
+  // 256 with 1024-column panels). Blocks shrink until the space's rules hold (MC <= M, every
+  // thread a tile, the cache limits); all cores.
+  std::vector<Config> StartingConfigs(const v1::Workload& w,
+                                      const ChipTraits& chip) const override {
+    if (!Supports(w)) return {};
+    const int64_t M = Dim(w, "M");
+    const KnobSpace space = Space(w, chip);
+    const int64_t vw = chip.vector_floats, cores = std::max(1, chip.cores);
+    std::vector<Config> wishes;
+    if (M < 64) {
+      int64_t mr = 1;
+      for (int64_t v : kMR)
+        if (v <= std::min<int64_t>(M, 8)) mr = v;
+      wishes.push_back({{"MR", mr},
+                        {"NR", WidestNR(mr, 2 * vw, chip)},
+                        {"MC", 512},
+                        {"KC", 1024},
+                        {"NC", 2048},
+                        {"PACK", 0},
+                        {"UNROLL", 4},
+                        {"LOOP_ORDER", 0},
+                        {"NT", cores},
+                        {"PREPACK", 1},
+                        {"PF", M >= 8 ? 1024 : 0}});
+    }
+    if (M >= 16) {
+      for (auto [kc, nc] : {std::pair<int64_t, int64_t>{512, 2048}, {256, 1024}})
+        wishes.push_back({{"MR", 6},
+                          {"NR", WidestNR(6, 4 * vw, chip)},
+                          {"MC", 128},
+                          {"KC", kc},
+                          {"NC", nc},
+                          {"PACK", 1},
+                          {"UNROLL", 4},
+                          {"LOOP_ORDER", 0},
+                          {"NT", cores},
+                          {"PREPACK", 1},
+                          {"PF", 1024}});
+    }
+    std::vector<Config> out;
+    for (const Config& wish : wishes) {
+      Config c = FitBlocks(space, wish, M, Dim(w, "N"));
+      if (!c.empty()) out.push_back(c);
+    }
+    return out;
+  }
+
   absl::StatusOr<Kernel> Render(const v1::Workload& w, const Config& config,
                                 const ChipTraits& chip) const override {
     if (!Supports(w))
       return absl::InvalidArgumentError(absl::StrCat(name(), ": workload ", WorkloadKey(w),
                                                      " is not supported (fp32 gemm, no epilogue)"));
     KnobSpace space = Space(w, chip);
-    // Configs recorded before PF existed (tuning records, checkpoints) ran without a prefetch.
-    Config with_defaults = config;
-    with_defaults.emplace("PF", 0);
+    const Config with_defaults = space.WithAbsentKnobs(config);
     absl::Status ok = space.Check(with_defaults);
     if (!ok.ok()) return absl::InvalidArgumentError(absl::StrCat(name(), ": ", ok.message()));
     Kernel k;

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/cpu/gemm_template.h"
 #include "codegen/cpu/op_templates.h"
 #include "codegen/kernel_template.h"
@@ -144,6 +145,38 @@ TEST(GemmSpaceTest, ConfigsRecordedBeforeThePrefetchKnobStillRender) {
   k = Template().Render(Gemm("M=8,N=4096,K=4096"), old, Avx512Traits());
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(Config(k->defines.begin(), k->defines.end()).at("PF"), 2048);
+}
+
+// The template's own first guesses fit every shape of the decode suite (and a tiny one) on both
+// ISAs: valid, the register tile no taller than M allows, packed weights, all the threads that
+// have a tile to work on.
+TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
+  for (const auto& [name, traits] : {std::pair{"avx512", Avx512Traits()}, {"avx2", Avx2Traits()}}) {
+    for (const char* nk :
+         {"N=4096,K=4096", "N=14336,K=4096", "N=4096,K=14336", "N=1024,K=4096", "N=64,K=64"}) {
+      for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 512}) {
+        const std::string shape = absl::StrCat("M=", m, ",", nk);
+        const v1::Workload w = Gemm(shape.c_str());
+        const KnobSpace space = Template().Space(w, traits);
+        std::vector<Config> starts = Template().StartingConfigs(w, traits);
+        ASSERT_FALSE(starts.empty()) << name << " " << shape;
+        EXPECT_LE(starts.size(), 3u);
+        for (const Config& c : starts) {
+          EXPECT_TRUE(space.IsValid(c)) << name << " " << shape << ": " << space.Check(c);
+          EXPECT_LE(c.at("MR"), std::max<int64_t>(m, 1)) << name << " " << shape;
+          EXPECT_EQ(c.at("PREPACK"), 1);
+          EXPECT_TRUE(Template().Render(w, c, traits).ok());
+        }
+        if (std::string(nk) != "N=64,K=64") {
+          EXPECT_EQ(starts[0].at("NT"), traits.cores) << name << " " << shape;
+        }
+      }
+    }
+  }
+  // Decode rows: a tile as tall as M (up to 8); batches: the wide 6-row tile.
+  EXPECT_EQ(Template().StartingConfigs(Gemm("M=4,N=4096,K=4096"), Avx512Traits())[0].at("MR"), 4);
+  EXPECT_EQ(Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx512Traits())[0].at("NR"),
+            64);
 }
 
 TEST(GemmSpaceTest, Avx2RulesDiffer) {

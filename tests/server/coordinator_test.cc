@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "codegen/kernel_template.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_util.h"
 
@@ -127,6 +128,36 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
     if (t.kind() == v1::TUNE) {
       EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
     }
+}
+
+// A task measures its template's starting configurations first, then its strategy's proposals;
+// a starting configuration that breaks a pin is skipped.
+TEST_F(CoordinatorTest, TasksStartFromTheTemplatesStartingConfigs) {
+  auto spec = GemmSpec(8, 5);
+  auto id = core_->SubmitJob(spec);
+  ASSERT_TRUE(id.ok());
+  std::string w = RegisterWorker();
+  Report(w, Lease(w).at(0), Ok(500));  // the baseline
+  auto tmpl = *codegen::FindTemplate(spec.workload(), "cpu");
+  const auto starts =
+      tmpl->StartingConfigs(spec.workload(), codegen::TraitsFromFingerprint(CpuChip()));
+  ASSERT_FALSE(starts.empty());
+  auto first = Lease(w).at(0);
+  EXPECT_EQ(first.kind(), v1::TUNE);
+  EXPECT_EQ(codegen::FromProto(first.config()), starts[0]);
+
+  auto pinned = GemmSpec(8, 3);
+  (*pinned.mutable_pin())["UNROLL"] = starts[0].at("UNROLL") == 1 ? 2 : 1;
+  pinned.set_priority(10);
+  ASSERT_TRUE(core_->SubmitJob(pinned).ok());
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    for (const auto& t : ts) {
+      if (t.job_id() != *id && t.kind() == v1::TUNE) {
+        EXPECT_EQ(t.config().knobs().at("UNROLL"), pinned.pin().at("UNROLL"));
+      }
+      Report(w, t, Ok(200));
+    }
+  }
 }
 
 TEST_F(CoordinatorTest, ReportsAreIdempotentPerAttempt) {
