@@ -80,6 +80,21 @@ kiln::v1::Measurement MeasureTorchGemm(const kiln::v1::Workload& w,
   return kiln::hardware::MeasureGemm(w, mm, chip, opts);
 }
 
+// OpenBLAS with every core while the vendor library (and LibTorch, whose matmul calls it) is
+// timed. The policy agent in this process pins OpenBLAS to one thread for its own small matrices
+// (agent/policy/cost_model.cc), which halved OpenBLAS here until 2026-12-03; the worker's trial
+// processes never had that problem. Restored afterwards, so the next job's agent is as before.
+class BlasOnAllCores {
+ public:
+  explicit BlasOnAllCores(int cores) : before_(openblas_get_num_threads()) {
+    openblas_set_num_threads(cores);
+  }
+  ~BlasOnAllCores() { openblas_set_num_threads(before_); }
+
+ private:
+  int before_;
+};
+
 // Median over the job's tuning trials of the worker's wall time per trial (its share of the
 // parallel compile-ahead, then verification and timing in the sandbox, child start included).
 double MedianTrialSeconds(kiln::v1::TuningService::Stub& stub, const std::string& job_id) {
@@ -160,7 +175,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kiln-bench-kernels: --budget must be >= 1\n");
     return 2;
   }
-  std::printf("openblas: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
   kiln::server::CoordinatorOptions co;
   co.listen = "127.0.0.1:0";
   // A fresh store per run: every case is tuned within its budget, none answered from old records.
@@ -190,6 +204,8 @@ int main(int argc, char** argv) {
   std::thread worker_thread([&] { (*worker)->Run(false).IgnoreError(); });
   auto device = *kiln::hardware::OpenDevice("cpu");
   const auto& chip = device->Fingerprint();
+  std::printf("openblas: %s (core %s; timed on %d threads)\n", openblas_get_config(),
+              openblas_get_corename(), chip.cores());
   std::printf("chip %s: peak %.0f GFLOP/s, read %.1f GB/s (measured)\n\n", chip.chip_type().c_str(),
               chip.peak_gflops(), chip.read_gbytes_per_s());
   auto stub = kiln::v1::TuningService::NewStub(
@@ -220,8 +236,12 @@ int main(int argc, char** argv) {
     kiln::v1::Measurement ours = device->Measure(*w, *compiled, opts);
     const bool gemm = op == "gemm";
     // The device's baseline is OpenBLAS for a plain GEMM and LibTorch for the other operators.
-    kiln::v1::Measurement base = device->MeasureBaseline(*w, opts);
-    kiln::v1::Measurement torch = gemm ? MeasureTorchGemm(*w, chip, opts) : base;
+    kiln::v1::Measurement base, torch;
+    {
+      BlasOnAllCores blas(chip.cores());
+      base = device->MeasureBaseline(*w, opts);
+      torch = gemm ? MeasureTorchGemm(*w, chip, opts) : base;
+    }
     Row r;
     r.op = op;
     r.shape = shape;

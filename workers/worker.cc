@@ -262,7 +262,9 @@ class WorkerImpl final : public Worker {
   void RunAndReport(const v1::Trial& trial) {
     metrics_.SetBusy(true);
     const auto start = std::chrono::steady_clock::now();
+    const int started_before = trial_server_.started();
     TrialOutcome outcome = RunTrial(*device_, o_.device, trial, limits_, &trial_server_);
+    metrics_.TrialProcessesStarted(trial_server_.started() - started_before);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto pre = compile_seconds_.find(trial.id());
     if (pre != compile_seconds_.end()) {  // compiled ahead: report that compile, not the cache hit

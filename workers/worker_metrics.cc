@@ -26,7 +26,13 @@ WorkerMetrics::WorkerMetrics(const std::string& chip_type)
                 .Name("kiln_worker_busy")
                 .Help("1 while a trial runs")
                 .Register(*registry_)
-                .Add({{"chip_type", chip_type}})) {}
+                .Add({{"chip_type", chip_type}})),
+      processes_(prometheus::BuildCounter()
+                     .Name("kiln_worker_trial_processes_started_total")
+                     .Help("Long-lived trial processes started: after the worker starts, after "
+                           "an idle spell, and after every tuning trial that did not come back OK")
+                     .Register(*registry_)
+                     .Add({{"chip_type", chip_type}})) {}
 
 absl::Status WorkerMetrics::Serve(const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();

@@ -23,6 +23,7 @@ class WorkerMetrics {
   void TrialFinished(const std::string& status, double compile_s, double measure_s);
   void SetConnected(bool up) { connected_.Set(up ? 1 : 0); }
   void SetBusy(bool busy) { busy_.Set(busy ? 1 : 0); }
+  void TrialProcessesStarted(int n) { processes_.Increment(n); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -32,6 +33,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>& phase_;
   prometheus::Gauge& connected_;
   prometheus::Gauge& busy_;
+  prometheus::Counter& processes_;
 };
 
 }  // namespace kiln::workers

@@ -31,6 +31,8 @@ echo "$metrics" | grep -q 'kiln_trials_total{chip_type="cpu-' || die "coordinato
 for m in kiln_queue_depth kiln_workers kiln_jobs kiln_trial_duration_seconds_bucket; do
   echo "$metrics" | grep -q "^$m" || die "coordinator metrics lack $m"; done
 curl -sf "http://$WORKER_METRICS/metrics" | grep -q kiln_worker_trials_total || die "worker metrics missing"
+curl -sf "http://$WORKER_METRICS/metrics" | grep -Eq '^kiln_worker_trial_processes_started_total\{[^}]*\} [1-9]' ||
+  die "the worker's long-lived trial process was never started"
 kill -TERM "$WORKER_PID"; wait "$WORKER_PID" || die "worker did not exit 0 on SIGTERM"
 kill -TERM "$COORD_PID"; wait "$COORD_PID" || die "coordinator did not exit 0 on SIGTERM"
 echo "PASS"
