@@ -11,6 +11,7 @@
 #include "codegen/workload.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/gemm_harness.h"
+#include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_harness.h"
 #include "hardware/cpu/toolchain.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
@@ -81,6 +82,8 @@ class CpuDevice final : public Device {
     if (!Supports(w))
       return Failed(v1::UNSUPPORTED,
                     absl::StrCat("cpu device does not run ", codegen::WorkloadKey(w)));
+    if (absl::Status host = CheckKernelHost(); !host.ok())
+      return Failed(v1::CRASHED, std::string(host.message()));
     void* handle = dlopen(kernel.artifact.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)
       return Failed(v1::COMPILE_ERROR,

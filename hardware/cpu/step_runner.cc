@@ -19,6 +19,7 @@
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/buffers.h"
+#include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_cases.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
@@ -39,6 +40,7 @@ class Kernels {
     for (void* h : handles_) dlclose(h);
   }
   absl::Status Load(const v1::StepRequest& req) {
+    if (absl::Status host = CheckKernelHost(); !host.ok()) return host;
     for (const auto& k : req.kernels()) {
       void* h = dlopen(k.artifact().c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!h)

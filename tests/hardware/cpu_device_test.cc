@@ -15,6 +15,7 @@
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hardware/cpu/kernel_runtime.h"
 #include "hardware/device.h"
 
 namespace kiln::hardware {
@@ -63,6 +64,7 @@ Device* CpuDeviceTest::device_ = nullptr;
 // (codegen/cpu/templates/parallel.h): the hook must be in its dynamic symbol table.
 TEST(KernelRuntimeTest, HostExportsTheKernelThreadPool) {
   EXPECT_NE(dlsym(RTLD_DEFAULT, "kiln_rt_parallel_for_v1"), nullptr);
+  EXPECT_TRUE(CheckKernelHost().ok()) << CheckKernelHost();
 }
 
 TEST(OpenDeviceTest, UnknownSpecIsInvalid) {

@@ -1,0 +1,15 @@
+// The thread pool that CPU kernels run their loops on (kernel_runtime.cc), exported by every
+// process that loads them.
+#pragma once
+
+#include "absl/status/status.h"
+
+namespace kiln::hardware {
+
+// OK when this process exports kiln_rt_parallel_for_v1. Kernels compiled by the CPU device
+// (-DKILN_RT_HOSTED=1) have no pool of their own: loaded elsewhere they would run every loop on
+// one thread and be timed at a fraction of their speed, so loading them there is refused with a
+// FAILED_PRECONDITION that says how to link the executable.
+absl::Status CheckKernelHost();
+
+}  // namespace kiln::hardware
