@@ -42,9 +42,11 @@ std::string SelfExecutable() {
 
 ChildProcess StartChild(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
   ChildProcess c;
-  int in[2], out[2], err[2];
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
     c.error = strerror(errno);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
+      if (fd >= 0) close(fd);
     return c;
   }
   // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
@@ -72,6 +74,7 @@ ChildProcess StartChild(const std::vector<std::string>& argv, const SubprocessOp
     dup2(out[1], 1);
     dup2(err[1], 2);
     if (opts.memory_limit_bytes > 0) setrlimit(RLIMIT_AS, &mem);
+    signal(SIGPIPE, SIG_DFL);  // an ignored SIGPIPE (gRPC, the trial server) would be inherited
     execve(args[0], args.data(), envp.data());
     const char msg[] = "exec failed\n";
     (void)!write(2, msg, sizeof(msg) - 1);
@@ -103,6 +106,27 @@ int EndChild(ChildProcess& child, bool kill_it) {
   return status;
 }
 
+int EndChildBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline, bool* killed) {
+  CloseFd(child.in);
+  CloseFd(child.out);
+  CloseFd(child.err);
+  *killed = false;
+  if (child.pid < 0) return -1;
+  int status = 0;
+  while (true) {
+    pid_t w = waitpid(child.pid, &status, WNOHANG);
+    if (w == child.pid) {
+      child.pid = -1;
+      return status;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      *killed = true;
+      return EndChild(child, /*kill_it=*/true);
+    }
+    usleep(2000);
+  }
+}
+
 SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
                                const SubprocessOptions& opts) {
   SubprocessResult r;
@@ -112,13 +136,13 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
     r.error = child.error;
     return r;
   }
-  const pid_t pid = child.pid;
   r.started = true;
   int in_fd = child.in, out_fd = child.out, err_fd = child.err;
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
   size_t written = 0;
   if (opts.stdin_data.empty()) CloseFd(in_fd);
-  auto deadline = start + std::chrono::duration<double>(opts.timeout_seconds);
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(opts.timeout_seconds));
   char buf[65536];
   while (out_fd >= 0 || err_fd >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -164,16 +188,7 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
     status = EndChild(child, /*kill_it=*/true);
   } else {
     // Output closed; the child is exiting (or closed its pipes and hangs: bounded by the deadline).
-    while (true) {
-      pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        r.timed_out = true;
-        status = EndChild(child, /*kill_it=*/true);
-        break;
-      }
-      usleep(2000);
-    }
+    status = EndChildBy(child, deadline, &r.timed_out);
   }
   if (!r.timed_out) {
     if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);

@@ -1,6 +1,7 @@
 // Runs a child process with piped stdin/stdout/stderr, a wall-clock timeout and resource limits.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ ChildProcess StartChild(const std::vector<std::string>& argv, const SubprocessOp
 // Closes the pipes, kills the child's process group when `kill_it`, and reaps it. Returns the
 // wait status (see waitpid), or -1 when there was no child.
 int EndChild(ChildProcess& child, bool kill_it);
+
+// Closes the pipes and reaps the child when it exits by itself before `deadline`; past it, kills
+// its process group and sets *killed. Returns the wait status. For a child that closed its
+// output and may or may not be exiting.
+int EndChildBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline, bool* killed);
 
 // Path of the running executable (/proc/self/exe).
 std::string SelfExecutable();

@@ -59,6 +59,7 @@ std::string TrialExecutable(v1::TrialKind kind) {
 namespace {
 
 constexpr size_t kStderrTail = 1500;
+constexpr size_t kMaxResultBytes = 16 << 20;  // as RunSandboxed reads at most
 
 // What became of a trial process: its Measurement, or TIMEOUT / CRASHED saying what happened.
 v1::Measurement TrialProcessOutcome(const SubprocessResult& r, const SandboxLimits& limits) {
@@ -110,36 +111,49 @@ void TrialServer::Stop() {
 v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const SandboxLimits& limits) {
   static std::once_flag ignore_sigpipe;  // a write to a server that died must not kill us
   std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
-  if (child_ && memory_bytes_ != limits.memory_bytes) Stop();
+  const std::string& exe = limits.executable.empty() ? executable_ : limits.executable;
+  if (child_ && (memory_bytes_ != limits.memory_bytes || running_ != exe)) Stop();
   if (!child_) {
     SubprocessOptions opts;
     opts.memory_limit_bytes = limits.memory_bytes;
     auto child = std::make_unique<Child>();
-    child->process = StartChild({executable_, kTrialServerFlag}, opts);
+    child->process = StartChild({exe, kTrialServerFlag}, opts);
     if (child->process.pid < 0)
       return Failed(v1::CRASHED, "cannot start the trial process: " + child->process.error);
     fcntl(child->process.out, F_SETFL, O_NONBLOCK);
     fcntl(child->process.err, F_SETFL, O_NONBLOCK);
     child_ = std::move(child);
     memory_bytes_ = limits.memory_bytes;
+    running_ = exe;
     ++started_;
     served_ = 0;
   }
   const bool reused = served_ > 0;
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration<double>(limits.timeout_seconds);
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(limits.timeout_seconds));
   ChildProcess& p = child_->process;
   SubprocessResult r;  // what RunSandboxed would have seen
   r.started = true;
-  WriteFrame(p.in, request.SerializeAsString());  // if it fails, the child is gone: read says so
-  std::string frame;
-  bool ended = false;
   char buf[65536];
+  if (p.err >= 0)  // what the previous trial printed last is not this one's
+    while (read(p.err, buf, sizeof(buf)) > 0) {
+    }
+  // A tuning request is a few KiB, well inside the pipe's buffer: this write does not block. If
+  // it fails, the child is gone, and reading says so.
+  WriteFrame(p.in, request.SerializeAsString());
+  std::string frame;
+  size_t frame_n = 0;
+  bool ended = false;
   for (;;) {
     if (frame.size() >= 4) {
       const auto* h = reinterpret_cast<const unsigned char*>(frame.data());
-      const size_t n = h[0] | h[1] << 8 | h[2] << 16 | size_t{h[3]} << 24;
-      if (frame.size() >= 4 + n) break;
+      frame_n = h[0] | h[1] << 8 | h[2] << 16 | size_t{h[3]} << 24;
+      if (frame_n > kMaxResultBytes) {  // not a Measurement: a broken stream
+        ended = true;
+        break;
+      }
+      if (frame.size() >= 4 + frame_n) break;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -150,8 +164,10 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
     pollfd fds[2] = {{p.out, POLLIN, 0}, {p.err, POLLIN, 0}};
     const int nfds = p.err >= 0 ? 2 : 1;
     if (poll(fds, nfds, static_cast<int>(std::min<int64_t>(left.count(), 1000))) < 0 &&
-        errno != EINTR)
+        errno != EINTR) {
+      ended = true;  // cannot watch the child any more: end it
       break;
+    }
     if (nfds == 2 && fds[1].revents) {
       ssize_t got = read(p.err, buf, sizeof(buf));
       if (got > 0) r.stderr_data = Tail(r.stderr_data + std::string(buf, got), kStderrTail);
@@ -171,21 +187,27 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (r.timed_out || ended) {
-    const int status = EndChild(p, /*kill_it=*/r.timed_out);
+    // Its results pipe closed: it is exiting, or it closed the pipe and hangs, which the trial's
+    // deadline bounds.
+    const int status =
+        r.timed_out ? EndChild(p, /*kill_it=*/true) : EndChildBy(p, deadline, &r.timed_out);
     child_.reset();
     served_ = 0;
     if (!r.timed_out && WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
     if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   } else {
     r.exit_code = 0;
-    r.stdout_data = frame.substr(4);
+    r.stdout_data = frame.substr(4, frame_n);
   }
   v1::Measurement m = TrialProcessOutcome(r, limits);
-  if (m.status() == v1::OK) {
+  const v1::MeasurementStatus st = m.status();
+  if (st != v1::CRASHED && st != v1::WRONG_RESULT && st != v1::TIMEOUT) {
+    // OK, or a verdict on the kernel that leaves the process sound (SUSPECT timing, a kernel it
+    // could not load or run here).
     ++served_;
     return m;
   }
-  Stop();  // whatever went wrong, the next trial starts clean
+  Stop();  // the next trial starts clean
   // A crash or a wrong result after earlier trials may be their doing (a kernel that wrote out
   // of bounds and still verified, or the memory kept for reuse): measured again in a fresh
   // process, it is charged to this kernel only if it happens there too.

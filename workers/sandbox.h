@@ -28,13 +28,15 @@ v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLim
 // A long-lived sandboxed trial process (kiln-trial in kTrialServerFlag mode) that measures tuning
 // trials one after another, with the same limits and the same answers as RunSandboxed. It keeps
 // its operand memory between trials: a fresh child spends 0.03-0.4 s of every trial faulting in
-// its 512+ MiB of rotating operand sets. A trial that does not come back OK ends the process
-// (the next trial starts a fresh one), so a kernel that failed cannot leave it in a bad state; a
+// its 512+ MiB of rotating operand sets. A trial that crashes, hangs or computes a wrong result
+// ends the process (the next trial starts a fresh one), so such a kernel cannot leave it in a
+// bad state; a
 // crash or a wrong result in a process that had served earlier trials is run again in a one-shot
 // child, so that it is charged to the kernel that causes it. Not thread-safe: one per worker.
 class TrialServer {
  public:
-  explicit TrialServer(std::string executable = "");  // default: TrialExecutable(v1::TUNE)
+  // The executable: limits.executable when set, else this, else TrialExecutable(v1::TUNE).
+  explicit TrialServer(std::string executable = "");
   ~TrialServer();
   TrialServer(const TrialServer&) = delete;
   TrialServer& operator=(const TrialServer&) = delete;
@@ -51,6 +53,7 @@ class TrialServer {
   std::string executable_;
   std::unique_ptr<Child> child_;
   long long memory_bytes_ = 0;  // the running process's limit
+  std::string running_;         // and its executable
   int started_ = 0, served_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "workers/trial_child.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -39,7 +40,9 @@ bool ReadFrame(int fd, std::string* out, std::string* error) {
   size_t got = 0;
   errno = 0;
   if (!ReadAll(fd, reinterpret_cast<char*>(header), 4, &got)) {
-    if (got > 0 || errno != 0) *error = "the input ended inside a frame header";
+    if (got > 0) *error = "the input ended inside a frame header";
+    if (got == 0 && errno != 0)
+      *error = absl::StrCat("cannot read a frame: ", std::strerror(errno));
     return false;
   }
   const uint32_t n = header[0] | header[1] << 8 | header[2] << 16 | uint32_t{header[3]} << 24;
@@ -123,7 +126,7 @@ int TrialChildMain() {
 int TrialServerMain() {
   // Results go to a private copy of stdout; whatever a kernel or library prints lands on stderr
   // instead of in the middle of a frame.
-  const int results = dup(1);
+  const int results = fcntl(1, F_DUPFD_CLOEXEC, 3);  // not inherited by what a kernel starts
   if (results < 0 || dup2(2, 1) < 0) {
     std::fprintf(stderr, "trial server: cannot set up its output: %s\n", std::strerror(errno));
     return 3;

@@ -8,8 +8,9 @@
 int main(int argc, char** argv) {
   if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   std::fprintf(stderr,
-               "kiln-trial: runs one sandboxed trial for a Kiln worker; not for direct use\n"
-               "usage: kiln-trial %s < SANDBOX_REQUEST\n",
-               kiln::workers::kTrialChildFlag);
+               "kiln-trial: runs sandboxed trials for a Kiln worker; not for direct use\n"
+               "usage: kiln-trial %s < SANDBOX_REQUEST\n"
+               "       kiln-trial %s   (framed requests on stdin, results on stdout)\n",
+               kiln::workers::kTrialChildFlag, kiln::workers::kTrialServerFlag);
   return 2;
 }

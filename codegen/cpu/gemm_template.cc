@@ -157,9 +157,9 @@ class CpuGemmTemplate final : public KernelTemplate {
     const int64_t vw = chip.vector_floats, cores = std::max(1, chip.cores);
     std::vector<Config> wishes;
     if (M < 64) {
-      int64_t mr = 1;
+      int64_t mr = 1;  // the tallest tile up to min(M, 8) that leaves room for a 2-vector row
       for (int64_t v : kMR)
-        if (v <= std::min<int64_t>(M, 8)) mr = v;
+        if (v <= std::min<int64_t>(M, 8) && WidestNR(v, 2 * vw, chip) > 0) mr = v;
       wishes.push_back({{"MR", mr},
                         {"NR", WidestNR(mr, 2 * vw, chip)},
                         {"MC", 512},

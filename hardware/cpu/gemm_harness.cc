@@ -20,48 +20,49 @@ size_t PadFloats(size_t n) { return (n + 15) / 16 * 16; }  // 64-byte multiples
 // The inputs' seed: verified outputs, then timed on the same inputs.
 uint64_t VerifySeed(uint64_t seed) { return seed * 2 + 1; }
 
-// The reference of the last verification inputs. The inputs are a function of the shape and the
-// seed, so a process that verifies kernel after kernel on one workload (the worker's long-lived
-// trial process) computes the reference once.
-std::shared_ptr<const GemmReference> ReferenceFor(int M, int N, int K, uint64_t seed,
-                                                  const float* A, const float* B) {
-  static std::mutex mu;
-  static std::tuple<int, int, int, uint64_t> key;
-  static std::shared_ptr<const GemmReference> kept;
-  const auto want = std::make_tuple(M, N, K, seed);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (kept && key == want) return kept;
-  }
-  auto made = std::make_shared<const GemmReference>(M, N, K, A, B);
-  std::lock_guard<std::mutex> lock(mu);
-  key = want;
-  kept = made;
-  return made;
+// What verification needs beyond the arena, kept for the next kernel on the same workload while
+// the process keeps its arenas (the worker's long-lived trial process, one trial at a time): the
+// plain (unpacked) weights, which the packer and the reference read, and the reference. Both are
+// functions of the shape and the seed; allocating and filling 64-235 MB of weights and computing
+// the reference (0.04-0.25 s) were most of the setup left in such a trial.
+using VerifyKey = std::tuple<int, int, int, uint64_t>;  // M, N, K, seed
+struct VerifyCache {
+  VerifyKey key;
+  std::unique_ptr<FloatBuffer> weights;
+  std::shared_ptr<const GemmReference> reference;
+};
+std::mutex verify_mu;
+VerifyCache verify_cache;
+
+// Drops what belongs to another workload before this one allocates, or everything when the
+// process does not keep its arenas.
+void DropStaleVerifyCache(const VerifyKey& key) {
+  std::lock_guard<std::mutex> lock(verify_mu);
+  if (ArenasKeptForReuse() && verify_cache.key == key) return;
+  verify_cache = VerifyCache{};
+  verify_cache.key = key;
 }
 
-// The plain (unpacked) weights from `seed`, which the packer and the reference read: a fresh
-// buffer owned by *own, or, while the process keeps its arenas (the long-lived trial process,
-// one trial at a time), the previous call's when the size and seed match. Allocating and filling
-// 64-235 MB of them was most of the setup left in a trial with packed weights.
+// The plain weights from `seed`: the kept ones, or a fresh buffer owned by *own.
 const float* PlainWeights(size_t n, uint64_t seed, std::unique_ptr<FloatBuffer>* own) {
-  static size_t kept_n = 0;
-  static uint64_t kept_seed = 0;
-  static std::unique_ptr<FloatBuffer> kept;
-  if (!ArenasKeptForReuse()) {
-    kept.reset();
-    *own = std::make_unique<FloatBuffer>(n);
-    FillUniform((*own)->data(), n, seed);
-    return (*own)->data();
+  std::lock_guard<std::mutex> lock(verify_mu);
+  std::unique_ptr<FloatBuffer>& weights = ArenasKeptForReuse() ? verify_cache.weights : *own;
+  if (!weights) {
+    weights = std::make_unique<FloatBuffer>(n);
+    FillUniform(weights->data(), n, seed);
   }
-  if (!kept || kept_n != n || kept_seed != seed) {
-    kept.reset();
-    kept = std::make_unique<FloatBuffer>(n);
-    FillUniform(kept->data(), n, seed);
-    kept_n = n;
-    kept_seed = seed;
-  }
-  return kept->data();
+  return weights->data();
+}
+
+// The reference of A*B, computed before the kernel runs (a kernel that scribbles on A must not
+// change what it is judged against): the kept one, or a new one.
+std::shared_ptr<const GemmReference> ReferenceFor(int M, int N, int K, const float* A,
+                                                  const float* B) {
+  std::lock_guard<std::mutex> lock(verify_mu);
+  if (verify_cache.reference) return verify_cache.reference;
+  auto made = std::make_shared<const GemmReference>(M, N, K, A, B);
+  if (ArenasKeptForReuse()) verify_cache.reference = made;
+  return made;
 }
 
 }  // namespace
@@ -81,6 +82,7 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
     // timed on their own); the other sets are copies of it, for cold timing.
     const size_t bt_n = prepack ? PadFloats(prepack->floats(N, K)) : b_n;
     const size_t set_n = a_n + bt_n + c_n;
+    DropStaleVerifyCache({M, N, K, opts.seed});
     int sets = RotatingSets(set_n * sizeof(float), chip, opts.warm);
     Arena arena_memory = RotatingArena(set_n, &sets);
     float* const a = arena_memory->data();
@@ -101,8 +103,9 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
     FillNaN(c, c_n);
+    const std::shared_ptr<const GemmReference> reference = ReferenceFor(M, N, K, a, b);
     fn(M, N, K, a, bt, c);
-    GemmCheck check = ReferenceFor(M, N, K, opts.seed, a, b)->Check(c);
+    GemmCheck check = reference->Check(c);
     if (!check.ok) {
       m.set_status(v1::WRONG_RESULT);
       m.set_message(check.message);

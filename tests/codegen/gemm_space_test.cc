@@ -148,10 +148,13 @@ TEST(GemmSpaceTest, ConfigsRecordedBeforeThePrefetchKnobStillRender) {
 }
 
 // The template's own first guesses fit every shape of the decode suite (and a tiny one) on both
-// ISAs: valid, the register tile no taller than M allows, packed weights, all the threads that
-// have a tile to work on.
+// ISAs (and on 4-lane vectors, where an 8-row tile leaves no room): valid, the register tile no
+// taller than M allows, packed weights, all the threads that have a tile to work on.
 TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
-  for (const auto& [name, traits] : {std::pair{"avx512", Avx512Traits()}, {"avx2", Avx2Traits()}}) {
+  ChipTraits four_lanes = Avx2Traits();
+  four_lanes.vector_floats = 4;
+  for (const auto& [name, traits] :
+       {std::pair{"avx512", Avx512Traits()}, {"avx2", Avx2Traits()}, {"4-lane", four_lanes}}) {
     for (const char* nk :
          {"N=4096,K=4096", "N=14336,K=4096", "N=4096,K=14336", "N=1024,K=4096", "N=64,K=64"}) {
       for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 512}) {

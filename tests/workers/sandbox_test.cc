@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "workers/trial_child.h"
@@ -155,6 +157,18 @@ TEST_F(SandboxTest, TrialServerRestartsAfterAFailure) {
   // Processes: the first (ended by the crash, which was then re-run one-shot), one until the
   // wrong result, one until the hang, one until the runaway allocation, and the last.
   EXPECT_EQ(server.started(), 5);
+}
+
+// A kernel that closes the results pipe and then hangs is still bounded by the trial's timeout.
+TEST_F(SandboxTest, TrialServerKernelThatClosesItsResultsAndHangsIsATimeout) {
+  TrialServer server;
+  auto start = std::chrono::steady_clock::now();
+  auto m = server.Run(
+      Request("for (int fd = 3; fd < 64; ++fd) close(fd); for (volatile int x = 0;; ++x) {}"),
+      Limits(2));
+  EXPECT_EQ(m.status(), v1::TIMEOUT) << m.message();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  EXPECT_EQ(server.Run(Request(kCorrect), Limits()).status(), v1::OK);
 }
 
 // What a kernel prints goes to stderr: it cannot break the framing of the results.
