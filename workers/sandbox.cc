@@ -147,8 +147,7 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
   bool ended = false;
   for (;;) {
     if (frame.size() >= 4) {
-      const auto* h = reinterpret_cast<const unsigned char*>(frame.data());
-      frame_n = h[0] | h[1] << 8 | h[2] << 16 | size_t{h[3]} << 24;
+      frame_n = FrameLength(frame.data());
       if (frame_n > kMaxResultBytes) {  // not a Measurement: a broken stream
         ended = true;
         break;

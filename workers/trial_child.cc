@@ -35,6 +35,11 @@ bool ReadAll(int fd, char* data, size_t n, size_t* got) {
 
 }  // namespace
 
+uint32_t FrameLength(const char* header) {
+  const auto* h = reinterpret_cast<const unsigned char*>(header);
+  return h[0] | h[1] << 8 | h[2] << 16 | uint32_t{h[3]} << 24;
+}
+
 bool ReadFrame(int fd, std::string* out, std::string* error) {
   unsigned char header[4];
   size_t got = 0;
@@ -45,7 +50,7 @@ bool ReadFrame(int fd, std::string* out, std::string* error) {
       *error = absl::StrCat("cannot read a frame: ", std::strerror(errno));
     return false;
   }
-  const uint32_t n = header[0] | header[1] << 8 | header[2] << 16 | uint32_t{header[3]} << 24;
+  const uint32_t n = FrameLength(reinterpret_cast<const char*>(header));
   if (n > kMaxFrameBytes) {
     *error =
         absl::StrCat("a frame of ", n, " bytes is larger than the ", kMaxFrameBytes, " allowed");

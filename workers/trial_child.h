@@ -13,6 +13,7 @@
 // server keeps its operand memory between trials (hardware/buffers.h, KeepArenasForReuse).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kiln/v1/types.pb.h"
@@ -36,6 +37,8 @@ int MaybeTrialChild(int argc, char** argv);
 // The framing of the server mode. ReadFrame returns false at a clean end of input (no bytes) and
 // sets *error when the input ends inside a frame or a read fails.
 bool ReadFrame(int fd, std::string* out, std::string* error);
+// The payload length a frame's 4-byte header announces.
+uint32_t FrameLength(const char* header);
 bool WriteFrame(int fd, const std::string& data);
 
 }  // namespace kiln::workers
