@@ -39,7 +39,18 @@ class PolicyStrategy final : public Strategy {
   ~PolicyStrategy() override { Save(); }
 
   absl::Status Init() {
-    if (!ctx_.init_checkpoint.empty()) {
+    if (!ctx_.init_checkpoint.empty() && o_.prior_mean) {
+      // The checkpoint as the GP's prior mean, weighted by how well it fits this task: a prior
+      // from unlike kernels then costs nothing, where loading it into the networks that propose
+      // (prior_mean=0) steered the first trials to what was fast elsewhere. Leave-one-out over
+      // the replay spaces: fewer trials than a cold start on four of five, a tie on the fifth
+      // (docs/benchmarks.md).
+      prior_ = std::make_unique<CostModel>(ctx_.seed);
+      RETURN_IF_ERROR(LoadCheckpoint(ctx_.init_checkpoint, nullptr, prior_.get()));
+      if (o_.prior_mean == 2)
+        RETURN_IF_ERROR(LoadCheckpoint(ctx_.init_checkpoint, policy_.get(), nullptr));
+      prior_mean_ = true;
+    } else if (!ctx_.init_checkpoint.empty()) {
       auto s = LoadCheckpoint(ctx_.init_checkpoint, policy_.get(), cost_.get());
       if (!s.ok()) return s;
       warm_ = true;
@@ -113,7 +124,7 @@ class PolicyStrategy final : public Strategy {
       ++since_;
       ok_results_ += res.ok;
     }
-    if (prior_ && ok_results_ >= o_.trust_after) CheckTrust();
+    if (prior_ && !prior_mean_ && ok_results_ >= o_.trust_after) CheckTrust();
     if (since_ >= UpdateEvery()) Learn();
     if (ctx_.persist && !ctx_.save_checkpoint.empty() &&
         ledger_.results().size() >= saved_at_ + o_.save_every)
@@ -185,6 +196,7 @@ class PolicyStrategy final : public Strategy {
   void RankFlips();
   void Acquisition(const std::vector<Row>& pool, std::vector<float>* acq, std::vector<float>* mean);
   void CheckTrust();
+  void FitPriorWeight(const std::vector<Row>& rows, std::vector<double>* y);
   void Save() {
     if (!ctx_.save_checkpoint.empty() && !ledger_.results().empty()) {
       SaveCheckpoint(ctx_.save_checkpoint, policy_.get(), cost_.get()).IgnoreError();
@@ -203,6 +215,9 @@ class PolicyStrategy final : public Strategy {
   std::unique_ptr<PolicyNet> policy_;
   std::unique_ptr<CostModel> cost_;
   std::unique_ptr<CostModel> prior_;  // the checkpoint's cost model as loaded, until trusted
+  bool prior_mean_ = false;           // prior_ is the GP's mean function (prior_mean option)
+  double prior_weight_ = 0, prior_offset_ = 0;
+  std::unordered_map<uint64_t, float> prior_cache_;  // the prior's prediction per measured row
   Sampler sampler_;
   GpModel gp_;
   size_t gp_tuned_at_ = 0;  // results when the GP's kernel was last refitted
@@ -256,6 +271,7 @@ void PolicyStrategy::Learn() {
         if (ok[i]) rows.push_back(results[i].row), gy.push_back(y[i]);
       const bool tune = gp_tuned_at_ == 0 || results.size() >= gp_tuned_at_ + o_.gp_tune_every;
       if (tune) gp_tuned_at_ = results.size();
+      if (prior_mean_) FitPriorWeight(rows, &gy);
       gp_.set_weight_prior(o_.gp_prior);
       gp_.Fit(rows, gy, tune, o_.gp_rows);
     }
@@ -322,6 +338,34 @@ void PolicyStrategy::CheckTrust() {
   fill_until_ = static_cast<int>(ledger_.num_seen()) + o_.trust_refill;
 }
 
+// The GP's prior mean is w * (prior(x) - offset): w by ridge regression of the standardised
+// results on the checkpoint's predictions (shrunk toward 0, never negative), so a prior that
+// does not rank this space gets no weight and the search is the cold one. `y` becomes the
+// residuals the GP models.
+void PolicyStrategy::FitPriorWeight(const std::vector<Row>& rows, std::vector<double>* y) {
+  const int n = static_cast<int>(rows.size());
+  std::vector<Row> fresh;  // rows the prior has not predicted yet (it is frozen: once each)
+  for (const Row& r : rows)
+    if (!prior_cache_.count(index_->Code(r))) fresh.push_back(r);
+  if (!fresh.empty()) {
+    std::vector<float> x(fresh.size() * kConfigFeatures), q;
+    for (size_t i = 0; i < fresh.size(); ++i)
+      features_.ConfigRow(fresh[i], x.data() + i * kConfigFeatures);
+    prior_->Predict(x.data(), static_cast<int>(fresh.size()), &q, nullptr);
+    for (size_t i = 0; i < fresh.size(); ++i) prior_cache_[index_->Code(fresh[i])] = q[i];
+  }
+  std::vector<float> p(n);
+  for (int i = 0; i < n; ++i) p[i] = prior_cache_.at(index_->Code(rows[i]));
+  double mp = 0, my = 0;
+  for (int i = 0; i < n; ++i) mp += p[i] / n, my += (*y)[i] / n;
+  double sxy = 0, sxx = 0;
+  for (int i = 0; i < n; ++i) sxy += (p[i] - mp) * ((*y)[i] - my), sxx += (p[i] - mp) * (p[i] - mp);
+  prior_weight_ = std::max(0.0, sxy / (sxx + o_.prior_ridge * std::max(sxx / n, 1e-6)));
+  prior_offset_ = mp;
+  for (int i = 0; i < n; ++i) (*y)[i] -= prior_weight_ * (p[i] - mp);
+  Report(kPriorWeight, prior_weight_);
+}
+
 // The screen's score for each row (lower is more promising): a lower confidence bound on the
 // predicted log latency plus the failure and crowding penalties. `mean` (optional) gets the
 // predicted mean.
@@ -337,6 +381,12 @@ void PolicyStrategy::Acquisition(const std::vector<Row>& pool, std::vector<float
   if (o_.gp && gp_tuned_at_ > 0) {
     std::vector<float> gmean, gsd;
     gp_.Predict(pool, &gmean, &gsd);
+    if (prior_mean_ && prior_weight_ != 0) {
+      std::vector<float> p;
+      prior_->Predict(x.data(), static_cast<int>(pool.size()), &p, nullptr);
+      for (size_t i = 0; i < pool.size(); ++i)
+        gmean[i] += static_cast<float>(prior_weight_ * (p[i] - prior_offset_));
+    }
     const float w = o_.gp == 1 ? 1.0f : 0.5f;
     for (size_t i = 0; i < pool.size(); ++i) {
       mean[i] = w * gmean[i] + (1 - w) * mean[i];
@@ -475,6 +525,10 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->trust_refill = v;
     else if (k == "trust_min")
       o->trust_min = v;
+    else if (k == "prior_mean")
+      o->prior_mean = v;
+    else if (k == "prior_ridge")
+      o->prior_ridge = v;
     else
       return absl::InvalidArgumentError(absl::StrCat("unknown policy option ", k));
   }

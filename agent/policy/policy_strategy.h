@@ -41,12 +41,18 @@ struct PolicyOptions {
   int ppo_epochs = 2;        // PPO passes per learning update
   int ppo_window = 256;      // most recent observations in a PPO batch
   int save_every = 64;       // observations between per-job checkpoint saves
-  // A warm start's trust check: after trust_after successful results, the checkpoint's cost
+  // prior_mean=0's trust check: after trust_after successful results, the checkpoint's cost
   // model (as loaded) ranks them; below trust_min of pairs in the right order, the policy and
   // cost model start over cold from the measurements. 0 disables the check.
   int trust_after = 8;
   double trust_min = 0.6;
   int trust_refill = 10;  // space-filling trials after a distrusted prior is dropped
+  // How a warm start uses its checkpoint. 1: the checkpoint's cost model, frozen, is the GP's
+  // prior mean, scaled by a weight fitted to this task's results (0 when it does not rank them),
+  // and the search is otherwise the cold one; 2: the same, and the policy network loaded too;
+  // 0: both networks loaded and fine-tuned, under the trust check below.
+  int prior_mean = 1;
+  double prior_ridge = 4;  // the weight's shrinkage, in units of the predictions' variance
 };
 // Reads overrides such as "kappa=1,explore=0.05" (for experiments; unknown keys are errors).
 absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o);

@@ -226,20 +226,25 @@ TEST(PolicyStrategy, ReportsItsMetrics) {
   EXPECT_LE(sink->seen[kCostModelRankAccuracy], 1);
 }
 
-// A checkpoint trained where large tiles are fast, warm-starting a space where small tiles are:
-// its cost model ranks the first results backwards, so the strategy distrusts it (restarts cold)
-// and still finds the optimum; a checkpoint from the same landscape is trusted.
-TEST(PolicyStrategy, DistrustsACheckpointThatRanksBackwards) {
-  const std::string path = TempPath("prior") + ".pt";
-  auto run = [&](const std::string& strategy, bool large_fast, int trials,
-                 std::shared_ptr<Recorder> sink, double* best_tile) {
+// A checkpoint trained where large tiles are fast, warm-starting a space where small tiles are
+// (its cost model ranks the results backwards) and one where large tiles are fast again.
+class WarmStartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    double tile = 0;
+    Run("policy", PolicyOptions{}, /*large_fast=*/true, 30, nullptr, &tile);  // the checkpoint
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void Run(const std::string& strategy, const PolicyOptions& o, bool large_fast, int trials,
+           std::shared_ptr<Recorder> sink, double* best_tile) {
     StrategyContext c;
     c.space = Space();
     c.seed = 5;
-    c.persist = !strategy.empty() && strategy == "policy";
-    c.save_checkpoint = c.persist ? path : "";
+    c.persist = strategy == "policy";
+    c.save_checkpoint = c.persist ? path_ : "";
+    c.init_checkpoint = c.persist ? "" : path_;
     c.metrics = sink;
-    auto s = NewStrategy(strategy, c);
+    auto s = NewPolicyStrategy(c, o);
     ASSERT_TRUE(s.ok()) << s.status();
     double best = 1e30;
     for (int i = 0; i < trials; ++i) {
@@ -249,19 +254,40 @@ TEST(PolicyStrategy, DistrustsACheckpointThatRanksBackwards) {
       if (us < best) best = us, *best_tile = tile;
       (*s)->Observe({{p[0], v1::OK, us + 0.1 * p[0].at("VEC") + 0.01 * p[0].at("UNROLL")}});
     }
-  };
+  }
+  const std::string path_ = TempPath("prior") + ".pt";
+};
+
+// The default warm start: the prior's weight is fitted to the task's results, so a prior that
+// ranks them backwards gets none and the search still finds the optimum.
+TEST_F(WarmStartTest, PriorMeanWeighsThePriorByHowItRanksThisTask) {
   double tile = 0;
-  run("policy", /*large_fast=*/true, 30, nullptr, &tile);  // writes the checkpoint
+  auto unlike = std::make_shared<Recorder>();
+  Run("warm", PolicyOptions{}, /*large_fast=*/false, 20, unlike, &tile);
+  ASSERT_TRUE(unlike->seen.count(kPriorWeight));
+  EXPECT_EQ(unlike->seen[kPriorWeight], 0);
+  EXPECT_EQ(tile, 1);  // found the fastest tile anyway
+  auto like = std::make_shared<Recorder>();
+  Run("warm", PolicyOptions{}, /*large_fast=*/true, 20, like, &tile);
+  ASSERT_TRUE(like->seen.count(kPriorWeight));
+  EXPECT_GT(like->seen[kPriorWeight], 0.1);
+}
+
+// prior_mean=0 loads both networks; its trust check drops a prior that ranks backwards (restarts
+// cold, still finds the optimum) and keeps one from the same landscape.
+TEST_F(WarmStartTest, LoadedNetworksAreDroppedWhenThePriorRanksBackwards) {
+  PolicyOptions o;
+  o.prior_mean = 0;
+  double tile = 0;
   auto distrusted = std::make_shared<Recorder>();
-  run("policy:" + path, /*large_fast=*/false, 20, distrusted, &tile);
+  Run("warm", o, /*large_fast=*/false, 20, distrusted, &tile);
   ASSERT_TRUE(distrusted->seen.count(kPriorRankAccuracy));
   EXPECT_LT(distrusted->seen[kPriorRankAccuracy], 0.6);
-  EXPECT_EQ(tile, 1);  // found the fastest tile anyway
+  EXPECT_EQ(tile, 1);
   auto trusted = std::make_shared<Recorder>();
-  run("policy:" + path, /*large_fast=*/true, 20, trusted, &tile);
+  Run("warm", o, /*large_fast=*/true, 20, trusted, &tile);
   ASSERT_TRUE(trusted->seen.count(kPriorRankAccuracy));
   EXPECT_GE(trusted->seen[kPriorRankAccuracy], 0.6);
-  std::remove(path.c_str());
 }
 
 }  // namespace
