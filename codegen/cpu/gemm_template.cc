@@ -103,8 +103,8 @@ class CpuGemmTemplate final : public KernelTemplate {
     s.AddKnob("NT", threads, "OpenMP threads sharing the MC x NC tiles of C");
     s.AddKnob("PREPACK", {0, 1}, "1: weights B packed once ahead of time into NR-column panels");
     // Configurations recorded before PF existed ran without a prefetch.
-    s.AddKnob("PF", {0, 1024, 2048}, "bytes ahead the packed weights are prefetched (PREPACK=1)",
-              /*absent_means=*/0);
+    s.AddKnob("PF", {0, 1024, 2048, 4096, 8192},
+              "bytes ahead the packed weights are prefetched (PREPACK=1)", /*absent_means=*/0);
 
     auto at = [](const Config& c, const char* k) { return c.at(k); };
     s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),
@@ -144,8 +144,9 @@ class CpuGemmTemplate final : public KernelTemplate {
 
   // BLIS-style guesses. Few rows (decode): the weights stream once, so a register tile as tall as
   // M (at most 8) and two vectors wide, deep K slices, weights packed ahead of time, and the
-  // packed stream prefetched 1 KiB ahead from 8 rows on (at M <= 4 the prefetches cost issue
-  // slots in a kernel that already streams). Many rows (prefill, batches): compute-bound, so a
+  // packed stream prefetched 4 KiB ahead from 2 rows on (at M=1 the prefetches only cost issue
+  // slots in a kernel that already streams; at M=2-8 they gained 5-15% over 1-2 KiB on this
+  // project's EPYC VMs, docs/benchmarks.md). Many rows (prefill, batches): compute-bound, so a
   // 6-row tile as wide as the registers allow, A blocks of 128 rows in L2, K slices of 512 (or
   // 256 with 1024-column panels). Blocks shrink until the space's rules hold (MC <= M, every
   // thread a tile, the cache limits); all cores.
@@ -170,7 +171,7 @@ class CpuGemmTemplate final : public KernelTemplate {
                         {"LOOP_ORDER", 0},
                         {"NT", cores},
                         {"PREPACK", 1},
-                        {"PF", M >= 8 ? 1024 : 0}});
+                        {"PF", M >= 2 ? 4096 : 0}});
     }
     if (M >= 16) {
       for (auto [kc, nc] : {std::pair<int64_t, int64_t>{512, 2048}, {256, 1024}})

@@ -59,9 +59,9 @@ TEST_F(GemmKernelTest, DiverseConfigsAreCorrectOnRaggedShapes) {
   for (size_t idx = 0; idx < cases.size(); ++idx) {
     const Case& c = cases[idx];
     // Every other case takes its weights packed ahead of time, so both B paths meet every shape;
-    // half of those prefetch the packed stream.
+    // half of those prefetch the packed stream, near or far ahead.
     Config config = {{"PREPACK", static_cast<int64_t>(idx % 2)},
-                     {"PF", idx % 4 == 1 ? 1024 : 0},
+                     {"PF", idx % 4 == 1 ? (idx % 8 == 1 ? 1024 : 8192) : 0},
                      {"MR", c.mr},
                      {"NR", c.nr},
                      {"MC", c.mc},
