@@ -214,8 +214,10 @@ class PolicyStrategy final : public Strategy {
   SpaceFeatures features_;
   std::unique_ptr<PolicyNet> policy_;
   std::unique_ptr<CostModel> cost_;
-  std::unique_ptr<CostModel> prior_;  // the checkpoint's cost model as loaded, until trusted
-  bool prior_mean_ = false;           // prior_ is the GP's mean function (prior_mean option)
+  // The checkpoint's cost model as loaded: the GP's prior mean (prior_mean_), or, with the
+  // networks loaded (prior_mean=0), kept for the trust check until it has run.
+  std::unique_ptr<CostModel> prior_;
+  bool prior_mean_ = false;
   double prior_weight_ = 0, prior_offset_ = 0;
   std::unordered_map<uint64_t, float> prior_cache_;  // the prior's prediction per measured row
   Sampler sampler_;
