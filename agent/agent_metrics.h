@@ -15,7 +15,7 @@ inline constexpr char kCostModelRankAccuracy[] = "kiln_cost_model_rank_accuracy"
 // once; the coordinator has no gauge for it yet, tests and benchmarks read it).
 inline constexpr char kPriorRankAccuracy[] = "kiln_policy_prior_rank_accuracy";
 // A warm start's prior mean: the weight fitted to the checkpoint's predictions at each learning
-// update (0: the prior does not rank this task's results; tests and benchmarks read it).
+// update (0: the prior does not rank this task's results).
 inline constexpr char kPriorWeight[] = "kiln_policy_prior_weight";
 
 // A sink the coordinator implements (server/ forwards to Prometheus gauges). Called from the

@@ -64,6 +64,8 @@ CoordinatorMetrics::CoordinatorMetrics()
                               "Mean reward of the policy's last update batch, by job")),
       rank_accuracy_(NewGauge(*registry_, "kiln_cost_model_rank_accuracy",
                               "Pairwise rank accuracy of the learned cost model, by job")),
+      prior_weight_(NewGauge(*registry_, "kiln_policy_prior_weight",
+                             "Weight a warm-started job gives its checkpoint's prior, by job")),
       job_trials_done_(NewGauge(*registry_, "kiln_job_trials_done",
                                 "Tuning trials finished for a job (measured or from the store)")),
       job_trials_failed_(
@@ -270,7 +272,8 @@ std::shared_ptr<agent::AgentMetrics> CoordinatorMetrics::AgentSink(const std::st
       std::map<std::string, Family<Gauge>*>{{agent::kPolicyLoss, &policy_loss_},
                                             {agent::kPolicyEntropy, &policy_entropy_},
                                             {agent::kPolicyReward, &policy_reward_},
-                                            {agent::kCostModelRankAccuracy, &rank_accuracy_}},
+                                            {agent::kCostModelRankAccuracy, &rank_accuracy_},
+                                            {agent::kPriorWeight, &prior_weight_}},
       job_id);
 }
 

@@ -69,6 +69,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& policy_entropy_;
   prometheus::Family<prometheus::Gauge>& policy_reward_;
   prometheus::Family<prometheus::Gauge>& rank_accuracy_;
+  prometheus::Family<prometheus::Gauge>& prior_weight_;
   prometheus::Family<prometheus::Gauge>& job_trials_done_;
   prometheus::Family<prometheus::Gauge>& job_trials_failed_;
   prometheus::Family<prometheus::Gauge>& job_budget_;

@@ -99,11 +99,13 @@ TEST(CoordinatorMetrics, AgentSinkFeedsThePolicyGauges) {
   sink->Report(agent::kPolicyLoss, 0.5);
   sink->Report(agent::kPolicyEntropy, 1.25);
   sink->Report(agent::kPolicyReward, -0.75);
+  sink->Report(agent::kPriorWeight, 0.625);
   sink->Report("kiln_not_in_the_catalogue", 1);
   std::string text = Text(*metrics);
   EXPECT_EQ(Value(text, "kiln_policy_loss{job_id=\"j-000000000001\"}"), 0.5);
   EXPECT_EQ(Value(text, "kiln_policy_entropy{job_id=\"j-000000000001\"}"), 1.25);
   EXPECT_EQ(Value(text, "kiln_policy_reward{job_id=\"j-000000000001\"}"), -0.75);
+  EXPECT_EQ(Value(text, "kiln_policy_prior_weight{job_id=\"j-000000000001\"}"), 0.625);
   EXPECT_EQ(text.find("kiln_not_in_the_catalogue"), std::string::npos);
   metrics.reset();
   sink->Report(agent::kPolicyLoss, 0.25);  // outliving the coordinator's metrics is harmless
