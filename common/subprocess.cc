@@ -106,6 +106,12 @@ int EndChild(ChildProcess& child, bool kill_it) {
   return status;
 }
 
+std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::steady_clock::time_point start,
+                                                    double seconds) {
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(seconds));
+}
+
 int EndChildBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline, bool* killed) {
   CloseFd(child.in);
   CloseFd(child.out);
@@ -141,8 +147,7 @@ SubprocessResult RunSubprocess(const std::vector<std::string>& argv,
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
   size_t written = 0;
   if (opts.stdin_data.empty()) CloseFd(in_fd);
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(opts.timeout_seconds));
+  const auto deadline = DeadlineAfter(start, opts.timeout_seconds);
   char buf[65536];
   while (out_fd >= 0 || err_fd >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -51,6 +51,10 @@ int EndChild(ChildProcess& child, bool kill_it);
 // output and may or may not be exiting.
 int EndChildBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline, bool* killed);
 
+// `seconds` after `start`, on the steady clock.
+std::chrono::steady_clock::time_point DeadlineAfter(std::chrono::steady_clock::time_point start,
+                                                    double seconds);
+
 // Path of the running executable (/proc/self/exe).
 std::string SelfExecutable();
 

@@ -130,8 +130,7 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
   }
   const bool reused = served_ > 0;
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(limits.timeout_seconds));
+  const auto deadline = DeadlineAfter(start, limits.timeout_seconds);
   ChildProcess& p = child_->process;
   SubprocessResult r;  // what RunSandboxed would have seen
   r.started = true;

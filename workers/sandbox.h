@@ -30,9 +30,9 @@ v1::Measurement RunSandboxed(const v1::SandboxRequest& request, const SandboxLim
 // its operand memory between trials: a fresh child spends 0.03-0.4 s of every trial faulting in
 // its 512+ MiB of rotating operand sets. A trial that crashes, hangs or computes a wrong result
 // ends the process (the next trial starts a fresh one), so such a kernel cannot leave it in a
-// bad state; a
-// crash or a wrong result in a process that had served earlier trials is run again in a one-shot
-// child, so that it is charged to the kernel that causes it. Not thread-safe: one per worker.
+// bad state; a crash or a wrong result in a process that had served earlier trials is run again
+// in a one-shot child, so that it is charged to the kernel that causes it. Not thread-safe: one
+// per worker.
 class TrialServer {
  public:
   // The executable: limits.executable when set, else this, else TrialExecutable(v1::TUNE).

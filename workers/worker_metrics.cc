@@ -29,8 +29,8 @@ WorkerMetrics::WorkerMetrics(const std::string& chip_type)
                 .Add({{"chip_type", chip_type}})),
       processes_(prometheus::BuildCounter()
                      .Name("kiln_worker_trial_processes_started_total")
-                     .Help("Long-lived trial processes started: after the worker starts, after "
-                           "an idle spell, and after every tuning trial that did not come back OK")
+                     .Help("Long-lived trial processes started: when work arrives after an idle "
+                           "spell, and after a tuning trial that crashed, hung or was wrong")
                      .Register(*registry_)
                      .Add({{"chip_type", chip_type}})) {}
 

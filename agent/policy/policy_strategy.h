@@ -50,8 +50,8 @@ struct PolicyOptions {
   // How a warm start uses its checkpoint. 1: the checkpoint's cost model, frozen, is the GP's
   // prior mean, scaled by a weight fitted to this task's results (0 when it does not rank them),
   // and the search is otherwise the cold one (the GP must be on, gp != 0); 2: the same, and the
-  // policy network loaded too;
-  // 0: both networks loaded and fine-tuned, under the trust check below.
+  // policy network loaded too; 0: both networks loaded and fine-tuned, under the trust check
+  // above.
   int prior_mean = 1;
   double prior_ridge = 4;  // the weight's shrinkage, in units of the predictions' variance
 };
