@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hardware/cpu/fingerprint.h"
+#include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/toolchain.h"
 
 namespace {
@@ -61,27 +62,39 @@ int main(int argc, char** argv) {
                  std::string(toolchain.status().message()).c_str());
     return 1;
   }
-  std::vector<double> peak, read;
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  // The step runner's sweep (in process, on the kernels' thread pool), alternating with the
+  // fingerprint's probe (a child process) so that the two are read in the same moments.
+  auto sweep = kiln::hardware::ReadSweep::Create(size_t{512} << 20, threads);
+  if (!sweep.ok()) {
+    std::fprintf(stderr, "kiln-bench-roofline: %s\n",
+                 std::string(sweep.status().message()).c_str());
+    return 1;
+  }
+  std::vector<double> peak, read, pool_read;
   kiln::v1::ChipFingerprint fp;
   for (int r = 0; r < repeats; ++r) {
     fp = kiln::hardware::ProbeCpuFingerprint(&*toolchain);
     peak.push_back(fp.peak_gflops());
     read.push_back(fp.read_gbytes_per_s());
+    pool_read.push_back((*sweep)->BestGbps(7));
   }
-  const int threads = std::max(1u, std::thread::hardware_concurrency());
   const double triad = Triad(size_t{64} << 20, threads, repeats);  // 3 x 256 MiB
   if (json) {
     std::printf(
         "{\"chip_type\": \"%s\", \"model\": \"%s\", \"cores\": %d, \"peak_gflops\": %.1f, "
-        "\"read_gbytes_per_s\": %.2f, \"triad_gbytes_per_s\": %.2f, \"repeats\": %d}\n",
-        fp.chip_type().c_str(), fp.model().c_str(), fp.cores(), Median(peak), Median(read), triad,
-        repeats);
+        "\"read_gbytes_per_s\": %.2f, \"step_sweep_gbytes_per_s\": %.2f, "
+        "\"triad_gbytes_per_s\": %.2f, \"repeats\": %d}\n",
+        fp.chip_type().c_str(), fp.model().c_str(), fp.cores(), Median(peak), Median(read),
+        Median(pool_read), triad, repeats);
   } else {
     std::printf("chip          %s (%s), %d cores\n", fp.chip_type().c_str(), fp.model().c_str(),
                 fp.cores());
     std::printf("peak fp32     %.1f GFLOP/s   (FMA loop, all cores, median of %d)\n", Median(peak),
                 repeats);
     std::printf("read          %.2f GB/s      (read-only sweep, all cores)\n", Median(read));
+    std::printf("read (step)   %.2f GB/s      (the step runner's sweep: 512 MiB, kernel pool)\n",
+                Median(pool_read));
     std::printf("STREAM triad  %.2f GB/s      (a = b + s*c, 3 x 256 MiB)\n", triad);
   }
   return 0;

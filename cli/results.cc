@@ -45,6 +45,11 @@ std::string TokensPerSecondText(const v1::Job& job) {
     out += "  (" + FormatFixed(r, 2) + "x" + (r < 1 ? ", SLOWER end to end" : "") + ")";
   }
   out += "\n";
+  if (t.bound() > 0 && t.measured() > 0)
+    out += "bound     " + tps(t.bound()) + " at " + FormatFixed(t.read_gbytes_per_s(), 1) +
+           " GB/s read next to the step (" + FormatFixed(t.bytes_per_token() / 1e9, 3) +
+           " GB of weights and KV cache a token): measured is " +
+           FormatFixed(100 * t.bound_fraction(), 0) + "% of it\n";
   if (!t.note().empty()) out += "step: " + t.note() + "\n";
   if (t.estimated() > 0 && t.measured() > 0 && t.measured() < 0.8 * t.estimated())
     out += "note: the measured step is well below the estimate from per-operator timings\n";
@@ -195,6 +200,19 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     num(t.step_us());
     w.Key("baseline_step_us");
     num(t.baseline_step_us());
+    w.Key("bound").BeginObject();  // the memory-bandwidth bound, read next to the step
+    w.Key("tokens_per_second");
+    num(t.bound());
+    w.Key("bytes_per_token");
+    num(t.bytes_per_token());
+    w.Key("read_gbytes_per_s");
+    num(t.read_gbytes_per_s());
+    w.Key("fraction");
+    num(t.bound_fraction());
+    w.Key("read_gbytes_per_s_samples").BeginArray();
+    for (double v : t.read_gbytes_per_s_samples()) w.Number(v);
+    w.EndArray();
+    w.EndObject();
     w.EndObject();
   }
   if (chip) {

@@ -1,5 +1,7 @@
 #include "codegen/cpu/model_graph.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::codegen {
@@ -124,6 +126,38 @@ int64_t GraphParameters(const v1::ModelArch& a, const StepGraph& g) {
   for (const auto& op : g.tail) n += params(op, true);
   // The embedding table: shared with the head when tied, its own parameters otherwise.
   if (!a.tie_embeddings()) n += static_cast<int64_t>(a.vocab()) * a.hidden();
+  return n;
+}
+
+double StepBytesRead(const StepGraph& g, v1::DType dtype) {
+  const double wb = dtype == v1::BF16 ? 2 : 4;  // GEMM and MoE weights; the rest is fp32
+  auto bytes = [&](const StepOp& op) -> double {
+    const v1::Workload& w = op.workload;
+    const double T = Dim(w, "T"), B = Dim(w, "B"), D = Dim(w, "D");
+    switch (w.op()) {
+      case v1::GEMM:
+        return wb * Dim(w, "K") * Dim(w, "N") + (w.epilogue() == "bias" ? 4.0 * Dim(w, "N") : 0);
+      case v1::MOE_GEMM: {
+        const double used = std::min<double>(Dim(w, "E"), T * Dim(w, "TOPK"));
+        return wb * used * Dim(w, "K") * Dim(w, "N");
+      }
+      case v1::MOE_ROUTER:
+        return 4.0 * Dim(w, "D") * Dim(w, "E");
+      case v1::RMSNORM:
+        return 4.0 * D;
+      case v1::ATTENTION_DECODE:  // the K and V caches
+        return 4.0 * 2 * B * Dim(w, "KVH") * Dim(w, "L") * D;
+      case v1::CONV1D:  // weights, bias and the rolling state
+        return 4.0 * D * (Dim(w, "W") + 1) + 4.0 * B * D * (Dim(w, "W") - 1);
+      case v1::SSM_SCAN:  // A, the skip D and the state
+        return 4.0 * D * (Dim(w, "S") + 1) + 4.0 * B * D * Dim(w, "S");
+      default:
+        return 0;
+    }
+  };
+  double n = 0;
+  for (const auto& op : g.layer) n += bytes(op) * g.layers;
+  for (const auto& op : g.tail) n += bytes(op);
   return n;
 }
 

@@ -34,4 +34,10 @@ absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& arch, const std::s
 // plus the embedding table when it is not tied to the head: the model's parameter count.
 int64_t GraphParameters(const v1::ModelArch& arch, const StepGraph& graph);
 
+// Bytes one step must read from memory at the least: every weight it uses once (GEMM weights at
+// their dtype, biases, norms, conv and router weights; of a MoE layer only the experts its tokens
+// can select, at most E) and the KV cache or SSM state it attends over (fp32). Activations are
+// left out. The memory-bandwidth bound of a step is these bytes over the read bandwidth.
+double StepBytesRead(const StepGraph& graph, v1::DType dtype);
+
 }  // namespace kiln::codegen

@@ -21,6 +21,7 @@
 #include "hardware/buffers.h"
 #include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_cases.h"
+#include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/reference/model_ops_reference.h"
@@ -142,7 +143,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   state->set_profiling(profile);
   const int L = req.arch().layers(), n = state->layers();
   const double factor = static_cast<double>(L) / n;
-  std::vector<double> ks, ts;
+  // The bound: the whole model's weight and KV bytes at the read bandwidth of the same moment.
+  const double bytes = codegen::StepBytesRead(state->graph(), req.dtype());
+  ASSIGN_OR_RETURN(auto sweep, ReadSweep::Create(size_t{512} << 20, std::max(1, chip.cores())));
+  std::vector<double> ks, ts, bws, fractions;
   // Each backend in its own block (warm-up step first): LibTorch's BLAS threads spin for a while
   // after a call and would steal the cores from the next step if the two alternated per step.
   for (bool kiln : {true, false}) {
@@ -153,6 +157,11 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
       if (i == 0) continue;  // warm-up
       out.push_back(t.first * factor + t.second);
       (kiln ? r.mutable_samples_us() : r.mutable_baseline_samples_us())->Add(t.first + t.second);
+      if (kiln) {
+        bws.push_back(sweep->BestGbps(3));
+        r.add_read_gbytes_per_s_samples(bws.back());
+        fractions.push_back(bytes / (bws.back() * 1e3) / out.back());  // bytes/(GB/s) in us
+      }
       const double elapsed = Us(start, Clock::now()) / 1e6;
       if (static_cast<int>(out.size()) >= opts.max_samples) break;
       if (static_cast<int>(out.size()) >= opts.min_samples && elapsed >= opts.max_seconds / 2)
@@ -173,6 +182,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   r.set_measured(tokens / (r.step_us() * 1e-6));
   r.set_baseline_measured(tokens / (r.baseline_step_us() * 1e-6));
   r.set_baseline_name(torch_baseline::Name());
+  r.set_read_gbytes_per_s(median(bws));
+  r.set_bytes_per_token(bytes / tokens);
+  r.set_bound(r.read_gbytes_per_s() * 1e9 / r.bytes_per_token());
+  r.set_bound_fraction(median(fractions));
   r.set_layers_run(n);
   r.set_layers_total(L);
   r.set_note(n == L ? absl::StrCat("measured on all ", L, " layers")

@@ -48,6 +48,7 @@ class StepState {
   std::map<std::string, std::pair<double, int>>& profile() { return profile_; }
   void set_profiling(bool on) { profiling_ = on; }
   int tokens() const { return graph_.tokens; }
+  const codegen::StepGraph& graph() const { return graph_; }
 
  private:
   struct Layer {

@@ -35,6 +35,11 @@ v1::GetResultsResponse ModelResults(double measured, double baseline) {
   s->set_baseline_name("libtorch-1.13.0-eager");
   s->set_baseline_measured(baseline);
   s->set_note("measured on 6 of 22 layers, layer time scaled by 22/6 (head measured once)");
+  s->set_bytes_per_token(4.18e9);
+  s->set_read_gbytes_per_s(83.6);
+  s->set_bound(20);
+  s->set_bound_fraction(0.754);
+  s->add_read_gbytes_per_s_samples(83.6);
   return r;
 }
 
@@ -46,6 +51,9 @@ TEST(ModelResultsTest, TableShowsShareAndTokensPerSecond) {
   EXPECT_THAT(table, HasSubstr("measured 60.00 tokens/s"));
   EXPECT_THAT(table, HasSubstr("libtorch-1.13.0-eager 20.00 tokens/s  (3.00x)"));
   EXPECT_THAT(table, HasSubstr("6 of 22 layers"));
+  EXPECT_THAT(table,
+              HasSubstr("bound     20.00 tokens/s at 83.6 GB/s read next to the step "
+                        "(4.180 GB of weights and KV cache a token): measured is 75% of it"));
   // A micro-benchmark win that loses end to end shows as such.
   EXPECT_THAT(FormatResultsTable(ModelResults(10, 20)), HasSubstr("SLOWER end to end"));
 }
@@ -60,6 +68,11 @@ TEST(ModelResultsTest, JsonHasTokensPerSecond) {
   const auto& base = tps.at("baseline").struct_value().fields();
   EXPECT_EQ(base.at("name").string_value(), "libtorch-1.13.0-eager");
   EXPECT_DOUBLE_EQ(base.at("measured").number_value(), 20);
+  const auto& bound = tps.at("bound").struct_value().fields();
+  EXPECT_DOUBLE_EQ(bound.at("tokens_per_second").number_value(), 20);
+  EXPECT_DOUBLE_EQ(bound.at("fraction").number_value(), 0.754);
+  EXPECT_DOUBLE_EQ(bound.at("read_gbytes_per_s").number_value(), 83.6);
+  EXPECT_EQ(bound.at("read_gbytes_per_s_samples").list_value().values_size(), 1);
   // Operator jobs have no tokens_per_second.
   v1::GetResultsResponse op = ModelResults(60, 20);
   op.mutable_job()->mutable_spec()->clear_model();

@@ -120,6 +120,15 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   EXPECT_EQ(res->layers_total(), 3);
   EXPECT_NE(res->note().find("2 of 3 layers"), std::string::npos) << res->note();
   EXPECT_LT(res->max_error(), 5e-2);  // bf16 weights: Kiln may round activations too (DOT=1)
+  // The bound: per layer norms 2 x 256, q 64x64x2 + bias 256, k and v 32x64x2 + bias 128 each,
+  // KV cache 2 x 2 heads x 9 x 16 x 4, o 64x64x2, gate, up, down 96x64x2 each (64768 bytes, x3
+  // layers), then the final norm 256 and the head 101x64x2: 207488 bytes for the one token.
+  EXPECT_DOUBLE_EQ(res->bytes_per_token(), 207488);
+  ASSERT_EQ(res->read_gbytes_per_s_samples_size(), res->samples_us_size());
+  EXPECT_GT(res->read_gbytes_per_s(), 0.5);  // a read sweep of 512 MiB: physical bounds
+  EXPECT_LT(res->read_gbytes_per_s(), 5000);
+  EXPECT_NEAR(res->bound(), res->read_gbytes_per_s() * 1e9 / 207488, 1e-6 * res->bound());
+  EXPECT_GT(res->bound_fraction(), 0);
   EXPECT_GE(DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
 }
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "codegen/cpu/model_graph.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -81,6 +82,30 @@ TEST(PlannerTest, MoeMambaPrefillAndBf16Plans) {
   EXPECT_EQ(count["attention_prefill b=2 h=32 kvh=8 d=64 s=128 fp32"], 16);
   EXPECT_EQ(count["gemm m=256 n=2048 k=2048 fp32"], 16);  // q_proj over 2 x 128 tokens
   EXPECT_EQ(p->graph.tokens, 256);
+}
+
+TEST(PlannerTest, StepBytesReadCountEachWeightOnceAndTheCache) {
+  // tinyllama: the published count less the (untied) embedding table, read once a token, plus
+  // 22 layers' K and V caches of 4 heads x 1024 positions x 64 (fp32): 4.184 GB in fp32.
+  auto plan = PlanModelJob(Preset("tinyllama-1.1b"));
+  ASSERT_TRUE(plan.ok());
+  const double kv = 22.0 * 2 * 4 * 1024 * 64 * 4, weights = 1100048384.0 - 32000.0 * 2048;
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(plan->graph, v1::FP32), 4 * weights + kv);
+  // bf16: GEMM weights at 2 bytes, the norms (2 a layer and the final one) stay fp32.
+  auto bf16 = Preset("tinyllama-1.1b");
+  bf16.set_dtype(v1::BF16);
+  auto b = PlanModelJob(bf16);
+  ASSERT_TRUE(b.ok());
+  const double norms = (2.0 * 22 + 1) * 2048;
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(b->graph, v1::BF16),
+                   2 * (weights - norms) + 4 * norms + kv);
+  // mixtral, one token: 2 of the 8 experts' three matrices a layer.
+  auto m = PlanModelJob(Preset("mixtral-8x7b"));
+  ASSERT_TRUE(m.ok());
+  const double experts = 32.0 * 8 * 3 * 14336 * 4096, unused = experts * 6 / 8;
+  const double mkv = 32.0 * 2 * 8 * 1024 * 128 * 4;
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(m->graph, v1::FP32),
+                   4 * (46702792704.0 - 32000.0 * 4096 - unused) + mkv);
 }
 
 constexpr char kQwen2[] = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
