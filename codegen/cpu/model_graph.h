@@ -10,7 +10,7 @@
 
 namespace kiln::codegen {
 
-// One operator invocation of the step. `role` says what it computes ("q_proj", "rope_k",
+// One operator invocation of the step. `role` says what it computes ("qkv_proj", "rope_k",
 // "moe_down", ...), which is what the step runner wires buffers by.
 struct StepOp {
   std::string role;

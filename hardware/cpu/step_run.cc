@@ -126,9 +126,14 @@ absl::Status StepState::RunLayer(int li, bool kiln) {
       s = Call(op, {x_, l.norm1, h_, nullptr}, {eps}, kiln);
     } else if (role == "post_norm") {
       s = Call(op, {x_, l.norm2, h_, nullptr}, {eps}, kiln);
-    } else if (role == "q_proj" || role == "k_proj" || role == "v_proj") {
-      float* out = role == "q_proj" ? q_ : role == "k_proj" ? k_ : v_;
-      s = Call(op, {h_, W, bias, nullptr, out}, {}, kiln);
+    } else if (role == "qkv_proj") {
+      s = Call(op, {h_, W, bias, nullptr, qkv_}, {}, kiln);
+      const int64_t H = a.heads(), row = (H + 2 * KV) * hd;
+      for (int64_t t = 0; t < T; ++t) {  // split each token's [q | k | v]
+        std::memcpy(q_ + t * H * hd, qkv_ + t * row, H * hd * 4);
+        std::memcpy(k_ + t * KV * hd, qkv_ + t * row + H * hd, KV * hd * 4);
+        std::memcpy(v_ + t * KV * hd, qkv_ + t * row + (H + KV) * hd, KV * hd * 4);
+      }
     } else if (role == "rope_q" || role == "rope_k") {
       s = Call(op, {role == "rope_q" ? q_ : k_, pos_.data()}, {theta, 0}, kiln);
     } else if (role == "attention" && prefill) {
@@ -145,10 +150,17 @@ absl::Status StepState::RunLayer(int li, bool kiln) {
       float* in = role == "o_proj" ? attn_ : role == "down_proj" ? act_ : y_;
       s = Call(op, {in, W, nullptr, x_, x2_}, {}, kiln);
       std::swap(x_, x2_);
-    } else if (role == "gate_proj" || role == "up_proj") {
-      s = Call(op, {h_, W, nullptr, nullptr, role == "gate_proj" ? g_ : u_}, {}, kiln);
+    } else if (role == "gate_up_proj") {
+      s = Call(op, {h_, W, nullptr, nullptr, gu_}, {}, kiln);
+      const int64_t F = a.intermediate();
+      for (int64_t t = 0; T > 1 && t < T;
+           ++t) {  // split each token's [gate | up] (one token: in place)
+        std::memcpy(g_ + t * F, gu_ + t * 2 * F, F * 4);
+        std::memcpy(u_ + t * F, gu_ + t * 2 * F + F, F * 4);
+      }
     } else if (role == "swiglu") {
-      s = Call(op, {g_, u_, act_}, {}, kiln);
+      const bool fused = T == 1 && a.family() == "llama";  // gate_up_proj's halves, read in place
+      s = Call(op, {fused ? gu_ : g_, fused ? gu_ + a.intermediate() : u_, act_}, {}, kiln);
     } else if (role == "router") {
       s = Call(op, {h_, l.router, rw_, re_}, {}, kiln);
       for (int64_t i = 0; i < T * K; ++i) l.routed_experts.insert(re_[i]);

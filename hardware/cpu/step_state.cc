@@ -86,6 +86,8 @@ absl::StatusOr<std::unique_ptr<StepState>> StepState::Create(const v1::StepReque
   s->attn_ = s->Floats(T * H * hd);
   s->k_ = s->Floats(T * KV * hd);
   s->v_ = s->Floats(T * KV * hd);
+  s->qkv_ = s->Floats(T * (H + 2 * KV) * hd);
+  s->gu_ = s->Floats(T * 2 * F);
   for (float** p : {&s->g_, &s->u_, &s->act_}) *p = s->Floats(T * K * F);
   s->xrep_ = s->Floats(T * K * hid);
   s->dn_ = s->Floats(T * K * hid);

@@ -83,6 +83,8 @@ class StepState {
   // Activations (shared by the layers) and the residual stream's two buffers.
   float *x_ = nullptr, *x2_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
   float *attn_ = nullptr, *g_ = nullptr, *u_ = nullptr, *act_ = nullptr, *xrep_ = nullptr;
+  float *qkv_ = nullptr,
+        *gu_ = nullptr;  // the fused projections' outputs, per token [q|k|v], [g|u]
   float *rw_ = nullptr, *dn_ = nullptr, *xz_ = nullptr, *xs_ = nullptr, *z_ = nullptr;
   float *xc_ = nullptr, *xdbl_ = nullptr, *dtin_ = nullptr, *dt_ = nullptr, *bm_ = nullptr;
   float *cm_ = nullptr, *y_ = nullptr, *hl_ = nullptr, *hf_ = nullptr, *logits_ = nullptr;

@@ -44,10 +44,10 @@ TEST(PlannerTest, TinyllamaDecodeTasksAndCounts) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   std::map<std::string, int> count;
   for (const auto& t : plan->tasks) count[t.key] = t.count;
-  EXPECT_EQ(plan->tasks.size(), 12u);
+  EXPECT_EQ(plan->tasks.size(), 11u);
   EXPECT_EQ(count["rmsnorm t=1 d=2048 fp32"], 2 * 22 + 1);
-  EXPECT_EQ(count["gemm m=1 n=256 k=2048 fp32"], 2 * 22);   // k_proj and v_proj
-  EXPECT_EQ(count["gemm m=1 n=5632 k=2048 fp32"], 2 * 22);  // gate and up
+  EXPECT_EQ(count["gemm m=1 n=2560 k=2048 fp32"], 22);   // q, k and v fused: (32 + 2 x 4) x 64
+  EXPECT_EQ(count["gemm m=1 n=11264 k=2048 fp32"], 22);  // gate and up fused
   EXPECT_EQ(count["gemm m=1 n=2048 k=5632 +residual fp32"], 22);
   EXPECT_EQ(count["attention_decode b=1 h=32 kvh=4 d=64 l=1024 fp32"], 22);
   EXPECT_EQ(count["gemm m=1 n=32000 k=2048 fp32"], 1);
@@ -80,7 +80,7 @@ TEST(PlannerTest, MoeMambaPrefillAndBf16Plans) {
   count.clear();
   for (const auto& t : p->tasks) count[t.key] = t.count;
   EXPECT_EQ(count["attention_prefill b=2 h=32 kvh=8 d=64 s=128 fp32"], 16);
-  EXPECT_EQ(count["gemm m=256 n=2048 k=2048 fp32"], 16);  // q_proj over 2 x 128 tokens
+  EXPECT_EQ(count["gemm m=256 n=3072 k=2048 fp32"], 16);  // qkv_proj over 2 x 128 tokens
   EXPECT_EQ(p->graph.tokens, 256);
 }
 
