@@ -117,6 +117,7 @@ absl::Status StepState::RunLayer(int li, bool kiln) {
   const float eps = static_cast<float>(a.rms_eps() > 0 ? a.rms_eps() : 1e-5);
   const float theta = static_cast<float>(a.rope_theta() > 0 ? a.rope_theta() : 10000);
   const float scale = hd > 0 ? 1.0f / std::sqrt(static_cast<float>(hd)) : 1;
+  float *gate = g_, *up = u_;  // swiglu's inputs (moe_gate / moe_up, or gate_up_proj's halves)
   for (const auto& op : graph_.layer) {
     const std::string& role = op.role;
     void* W = l.w.count(role) ? l.w[role] : nullptr;
@@ -153,14 +154,16 @@ absl::Status StepState::RunLayer(int li, bool kiln) {
     } else if (role == "gate_up_proj") {
       s = Call(op, {h_, W, nullptr, nullptr, gu_}, {}, kiln);
       const int64_t F = a.intermediate();
-      for (int64_t t = 0; T > 1 && t < T;
-           ++t) {  // split each token's [gate | up] (one token: in place)
-        std::memcpy(g_ + t * F, gu_ + t * 2 * F, F * 4);
-        std::memcpy(u_ + t * F, gu_ + t * 2 * F + F, F * 4);
+      if (T == 1) {  // one token: swiglu reads the two halves in place
+        gate = gu_, up = gu_ + F;
+      } else {  // split each token's [gate | up]
+        for (int64_t t = 0; t < T; ++t) {
+          std::memcpy(g_ + t * F, gu_ + t * 2 * F, F * 4);
+          std::memcpy(u_ + t * F, gu_ + t * 2 * F + F, F * 4);
+        }
       }
     } else if (role == "swiglu") {
-      const bool fused = T == 1 && a.family() == "llama";  // gate_up_proj's halves, read in place
-      s = Call(op, {fused ? gu_ : g_, fused ? gu_ + a.intermediate() : u_, act_}, {}, kiln);
+      s = Call(op, {gate, up, act_}, {}, kiln);
     } else if (role == "router") {
       s = Call(op, {h_, l.router, rw_, re_}, {}, kiln);
       for (int64_t i = 0; i < T * K; ++i) l.routed_experts.insert(re_[i]);
