@@ -111,6 +111,17 @@ absl::StatusOr<v1::GetResultsResponse> Client::GetResults(const std::string& job
   return response;
 }
 
+absl::StatusOr<v1::ExportKernelsResponse> Client::ExportKernels(const std::string& job_id) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ExportKernelsRequest request;
+  request.set_job_id(job_id);
+  v1::ExportKernelsResponse response;
+  absl::Status s = ToAbsl(stub_->ExportKernels(&context, request, &response));
+  if (!s.ok()) return s;
+  return response;
+}
+
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
   grpc::ClientContext context;
   Prepare(&context);

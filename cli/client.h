@@ -31,6 +31,7 @@ class Client {
   absl::StatusOr<std::vector<v1::Job>> ListJobs();
   absl::StatusOr<v1::JobState> CancelJob(const std::string& job_id);
   absl::StatusOr<v1::GetResultsResponse> GetResults(const std::string& job_id);
+  absl::StatusOr<v1::ExportKernelsResponse> ExportKernels(const std::string& job_id);
   absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
 
   // Follows the job's events until it reaches a terminal state and returns that snapshot. When

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "cli/export.h"
 #include "cli/format.h"
 #include "cli/json_writer.h"
 #include "cli/progress.h"
@@ -117,6 +118,18 @@ int RunRemoteCommand(const Invocation& inv, Io& io) {
     return 0;
   }
   if (cmd == "results") return PrintResults(client, inv.job_id, inv.json, io);
+  if (cmd == "export") {
+    auto kernels = client.ExportKernels(inv.job_id);
+    if (!kernels.ok()) return ReportError(kernels.status(), client.address(), io);
+    const std::string dir = inv.out.empty() ? DefaultExportDir(inv.job_id) : inv.out;
+    auto manifest = WriteExport(*kernels, dir);
+    if (!manifest.ok()) {
+      io.err << "kiln: " << manifest.status().message() << "\n";
+      return 1;
+    }
+    io.out << (inv.json ? *manifest + "\n" : FormatExport(*kernels, dir));
+    return 0;
+  }
   if (cmd == "cancel") {
     auto state = client.CancelJob(inv.job_id);
     if (!state.ok()) return ReportError(state.status(), client.address(), io);

@@ -27,10 +27,11 @@ enum Cmd : unsigned {
   kWorkers = 64,
   kHelpCmd = 128,
   kNone = 256,
+  kExport = 512,
 };
-constexpr unsigned kAll = 511;
+constexpr unsigned kAll = 1023;
 constexpr unsigned kJob = kSubmit | kTune;
-constexpr unsigned kRemote = kSubmit | kWatch | kJobs | kResults | kCancel | kWorkers;
+constexpr unsigned kRemote = kSubmit | kWatch | kJobs | kResults | kCancel | kWorkers | kExport;
 
 struct FlagDef {
   const char* name;
@@ -43,7 +44,8 @@ constexpr FlagDef kFlags[] = {
     {"help", false, true, kAll},
     {"version", false, true, kAll},
     {"coordinator", true, false, kRemote | kNone},
-    {"json", false, true, kSubmit | kTune | kJobs | kResults | kWorkers},
+    {"json", false, true, kSubmit | kTune | kJobs | kResults | kWorkers | kExport},
+    {"out", true, false, kExport},
     {"wait", false, true, kSubmit},
     {"local", false, true, kTune},
     {"data-dir", true, false, kTune},
@@ -67,8 +69,9 @@ constexpr FlagDef kFlags[] = {
 
 const std::map<std::string, unsigned>& Commands() {
   static const auto* commands = new std::map<std::string, unsigned>{
-      {"submit", kSubmit},   {"tune", kTune},     {"watch", kWatch},     {"jobs", kJobs},
-      {"results", kResults}, {"cancel", kCancel}, {"workers", kWorkers}, {"help", kHelpCmd}};
+      {"submit", kSubmit},   {"tune", kTune},       {"watch", kWatch},
+      {"jobs", kJobs},       {"results", kResults}, {"cancel", kCancel},
+      {"workers", kWorkers}, {"export", kExport},   {"help", kHelpCmd}};
   return *commands;
 }
 
@@ -248,19 +251,19 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   if (positional.empty()) {
     if (inv->help || inv->version) return absl::OkStatus();
     return Bad("missing command; commands: ",
-               "submit, watch, jobs, results, cancel, workers, tune");
+               "submit, watch, jobs, results, export, cancel, workers, tune");
   }
   auto command = Commands().find(positional[0]);
   if (command == Commands().end())
     return Bad("unknown command '", positional[0],
-               "'; commands: submit, watch, jobs, results, cancel, workers, tune");
+               "'; commands: submit, watch, jobs, results, export, cancel, workers, tune");
   inv->command = command->first;
   unsigned bit = command->second;
   for (const auto& [name, unused] : values)
     if (!(FindFlag(name)->commands & bit))
       return Bad("--", name, " does not apply to 'kiln ", inv->command, "'");
   if (inv->help || inv->version) return absl::OkStatus();
-  bool takes_job = bit & (kWatch | kResults | kCancel);
+  bool takes_job = bit & (kWatch | kResults | kCancel | kExport);
   size_t operands = positional.size() - 1;
   if (bit == kHelpCmd && operands <= 1) {
     inv->help = true;
@@ -274,6 +277,10 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   inv->json = values.count("json") > 0;
   inv->wait = values.count("wait") > 0;
   inv->local = values.count("local") > 0;
+  if (bit == kExport) {
+    inv->out = values.count("out") ? Get(values, "out") : "";
+    if (values.count("out") && inv->out.empty()) return Bad("--out: expected a directory");
+  }
   if (bit & kRemote) {
     std::string flag = "--coordinator";
     inv->coordinator = Get(values, "coordinator");

@@ -15,7 +15,7 @@ inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 // command's help.
 struct Invocation {
   std::string command;      // submit, watch, jobs, results, cancel, workers, tune, help; "" none
-  std::string job_id;       // watch, results, cancel
+  std::string job_id;       // watch, results, export, cancel
   std::string help_topic;   // `kiln help CMD`
   std::string coordinator;  // HOST:PORT: --coordinator, else KILN_COORDINATOR, else the default
   bool help = false;
@@ -24,6 +24,7 @@ struct Invocation {
   bool wait = false;
   bool local = false;
   std::string data_dir = "./kiln-data";  // tune --local
+  std::string out;                       // export --out DIR ("" = kiln-export-JOB)
   v1::JobSpec spec;                      // submit, tune
   // Model jobs: also sent in spec (phase, batch, context or prefill_tokens).
   std::string phase;

@@ -32,6 +32,7 @@ Usage:
   kiln [--coordinator HOST:PORT] watch JOB
   kiln [--coordinator HOST:PORT] jobs [--json]
   kiln [--coordinator HOST:PORT] results JOB [--json]
+  kiln [--coordinator HOST:PORT] export JOB [--out DIR] [--json]
   kiln [--coordinator HOST:PORT] cancel JOB
   kiln [--coordinator HOST:PORT] workers [--json]
   kiln tune --local JOB-FLAGS [--data-dir DIR] [--json]
@@ -69,6 +70,12 @@ std::string UsageText(const std::string& command) {
     return "Usage: kiln [--coordinator HOST:PORT] results JOB [--json]\n\n"
            "Prints the best configuration per task with its timing, the baseline measured\n"
            "beside it and the speedup. --json prints one JSON object (see docs).\n";
+  if (command == "export")
+    return "Usage: kiln [--coordinator HOST:PORT] export JOB [--out DIR] [--json]\n\n"
+           "Writes the job's best kernels as self-contained sources, one file per task (the\n"
+           "knobs as #defines, how to build it in its header), and manifest.json (workload,\n"
+           "configuration, timing, the chip they were tuned on) into DIR (default\n"
+           "kiln-export-JOB), all or nothing; DIR must not exist or be empty.\n";
   if (command == "cancel")
     return "Usage: kiln [--coordinator HOST:PORT] cancel JOB\n\nCancels a job and prints its "
            "new state.\n";

@@ -1,5 +1,6 @@
 #include "server/services.h"
 
+#include "server/export.h"
 #include "server/grpc_status.h"
 
 namespace kiln::server {
@@ -102,10 +103,15 @@ grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::Looku
   });
 }
 
-grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext*, const v1::ExportKernelsRequest*,
-                                              v1::ExportKernelsResponse*) {
-  return Handle("ExportKernels",
-                [&] { return absl::UnimplementedError("ExportKernels is not implemented yet"); });
+grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext*,
+                                              const v1::ExportKernelsRequest* req,
+                                              v1::ExportKernelsResponse* resp) {
+  return Handle("ExportKernels", [&]() -> absl::Status {
+    if (req->job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+    auto job = core_->GetJob(req->job_id());
+    if (!job.ok()) return job.status();
+    return Assign(ExportJobKernels(*job), resp);
+  });
 }
 
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* req,

@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -89,6 +92,25 @@ class FakeTuning final : public v1::TuningService::Service {
     if (req->job_id() != job.id())
       return {grpc::StatusCode::NOT_FOUND, "job: no job " + req->job_id()};
     *resp->mutable_job() = job;
+    return grpc::Status::OK;
+  }
+  grpc::Status ExportKernels(grpc::ServerContext*, const v1::ExportKernelsRequest* req,
+                             v1::ExportKernelsResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (req->job_id() != job.id())
+      return {grpc::StatusCode::NOT_FOUND, "job: no job " + req->job_id()};
+    resp->set_job_id(job.id());
+    resp->mutable_chip()->set_chip_type("cpu-x86_64-avx2");
+    resp->mutable_chip()->set_model("Test CPU");
+    auto* k = resp->add_kernels();
+    k->set_workload_key("gemm m=8 n=64 k=64 fp32");
+    k->set_file_name("gemm_m8_n64_k64_fp32.cc");
+    k->set_source("#define NB 64\nextern \"C\" void kiln_gemm() {}\n");
+    k->set_dialect("cpp");
+    k->set_entry("kiln_gemm");
+    (*k->mutable_config()->mutable_knobs())["NB"] = 64;
+    k->mutable_best()->set_median_us(12.5);
+    k->mutable_best()->add_samples_us(12.5);
     return grpc::Status::OK;
   }
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
@@ -278,6 +300,38 @@ TEST_F(CommandsTest, JobsResultsWorkersCancel) {
 
   EXPECT_EQ(Run({"cancel", "job-1"}), 0);
   EXPECT_EQ(out_.str(), "job job-1 CANCELLED\n");
+}
+
+TEST_F(CommandsTest, ExportWritesSourcesAndManifestAllOrNothing) {
+  const std::string dir = ::testing::TempDir() + "/kiln-export-test-" + std::to_string(port_);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(Run({"export", "job-1", "--out", dir}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exported 1 kernel of job job-1 (tuned on cpu-x86_64-avx2"));
+  EXPECT_THAT(out_.str(), HasSubstr("gemm_m8_n64_k64_fp32.cc  gemm m=8 n=64 k=64 fp32  12.50"));
+  std::ifstream src(dir + "/gemm_m8_n64_k64_fp32.cc");
+  std::string text((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("#define NB 64"));
+  std::ifstream manifest(dir + "/manifest.json");
+  std::string json((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  const auto& k = parsed.fields().at("kernels").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(k.at("file").string_value(), "gemm_m8_n64_k64_fp32.cc");
+  EXPECT_EQ(k.at("config").struct_value().fields().at("NB").number_value(), 64);
+  EXPECT_EQ(parsed.fields().at("chip").struct_value().fields().at("model").string_value(),
+            "Test CPU");
+  // Nothing is overwritten: a second export into the same directory is refused.
+  EXPECT_EQ(Run({"export", "job-1", "--out", dir}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("exists and is not an empty directory; nothing was written"));
+  // --json prints the manifest; an unknown job is the coordinator's NOT_FOUND.
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(Run({"export", "job-1", "--out", dir, "--json"}), 0);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok()) << out_.str();
+  EXPECT_EQ(parsed.fields().at("job_id").string_value(), "job-1");
+  EXPECT_EQ(Run({"export", "nope", "--out", dir + "-2"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "-2"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(CommandsTest, UnreachableCoordinatorGetsAHelpfulMessage) {

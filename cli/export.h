@@ -1,0 +1,24 @@
+// `kiln export JOB [--out DIR] [--json]`: writes a job's best kernels as self-contained sources
+// (one file per task) and a manifest.json (workload, configuration, timing, the chip).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kiln/v1/tuning_service.pb.h"
+
+namespace kiln::cli {
+
+// The directory `kiln export` writes to when --out is not given.
+std::string DefaultExportDir(const std::string& job_id);
+
+// Writes every kernel and manifest.json into `dir`, all or nothing: into a sibling temporary
+// directory first, renamed to `dir` at the end. `dir` must not exist or be empty (nothing is
+// overwritten). Returns the manifest's JSON text.
+absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels,
+                                        const std::string& dir);
+
+// The lines `kiln export` prints: one per kernel, file, workload and best median.
+std::string FormatExport(const v1::ExportKernelsResponse& kernels, const std::string& dir);
+
+}  // namespace kiln::cli
