@@ -58,77 +58,62 @@ void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_seconds_));
 }
 
-absl::StatusOr<std::string> Client::SubmitJob(const v1::JobSpec& spec) {
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Unary(grpc::Status (v1::TuningService::Stub::*method)(
+                                           grpc::ClientContext*, const Request&, Response*),
+                                       const Request& request) {
   grpc::ClientContext context;
   Prepare(&context);
+  Response response;
+  absl::Status s = ToAbsl((stub_.get()->*method)(&context, request, &response));
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<std::string> Client::SubmitJob(const v1::JobSpec& spec) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
-  v1::SubmitJobResponse response;
-  absl::Status s = ToAbsl(stub_->SubmitJob(&context, request, &response));
-  if (!s.ok()) return s;
-  return response.job_id();
+  auto response = Unary(&v1::TuningService::Stub::SubmitJob, request);
+  if (!response.ok()) return response.status();
+  return response->job_id();
 }
 
 absl::StatusOr<v1::Job> Client::GetJob(const std::string& job_id) {
-  grpc::ClientContext context;
-  Prepare(&context);
   v1::GetJobRequest request;
   request.set_job_id(job_id);
-  v1::Job job;
-  absl::Status s = ToAbsl(stub_->GetJob(&context, request, &job));
-  if (!s.ok()) return s;
-  return job;
+  return Unary(&v1::TuningService::Stub::GetJob, request);
 }
 
 absl::StatusOr<std::vector<v1::Job>> Client::ListJobs() {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::ListJobsResponse response;
-  absl::Status s = ToAbsl(stub_->ListJobs(&context, v1::ListJobsRequest(), &response));
-  if (!s.ok()) return s;
-  return std::vector<v1::Job>(response.jobs().begin(), response.jobs().end());
+  auto response = Unary(&v1::TuningService::Stub::ListJobs, v1::ListJobsRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::Job>(response->jobs().begin(), response->jobs().end());
 }
 
 absl::StatusOr<v1::JobState> Client::CancelJob(const std::string& job_id) {
-  grpc::ClientContext context;
-  Prepare(&context);
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
-  v1::CancelJobResponse response;
-  absl::Status s = ToAbsl(stub_->CancelJob(&context, request, &response));
-  if (!s.ok()) return s;
-  return response.state();
+  auto response = Unary(&v1::TuningService::Stub::CancelJob, request);
+  if (!response.ok()) return response.status();
+  return response->state();
 }
 
 absl::StatusOr<v1::GetResultsResponse> Client::GetResults(const std::string& job_id) {
-  grpc::ClientContext context;
-  Prepare(&context);
   v1::GetResultsRequest request;
   request.set_job_id(job_id);
-  v1::GetResultsResponse response;
-  absl::Status s = ToAbsl(stub_->GetResults(&context, request, &response));
-  if (!s.ok()) return s;
-  return response;
+  return Unary(&v1::TuningService::Stub::GetResults, request);
 }
 
 absl::StatusOr<v1::ExportKernelsResponse> Client::ExportKernels(const std::string& job_id) {
-  grpc::ClientContext context;
-  Prepare(&context);
   v1::ExportKernelsRequest request;
   request.set_job_id(job_id);
-  v1::ExportKernelsResponse response;
-  absl::Status s = ToAbsl(stub_->ExportKernels(&context, request, &response));
-  if (!s.ok()) return s;
-  return response;
+  return Unary(&v1::TuningService::Stub::ExportKernels, request);
 }
 
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::ListWorkersResponse response;
-  absl::Status s = ToAbsl(stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response));
-  if (!s.ok()) return s;
-  return std::vector<v1::WorkerInfo>(response.workers().begin(), response.workers().end());
+  auto response = Unary(&v1::TuningService::Stub::ListWorkers, v1::ListWorkersRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::WorkerInfo>(response->workers().begin(), response->workers().end());
 }
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id, const WatchCallbacks& cb) {

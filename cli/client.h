@@ -43,6 +43,11 @@ class Client {
 
  private:
   void Prepare(grpc::ClientContext* context) const;
+  // One unary call of the stub's `method` with a prepared context.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(grpc::Status (v1::TuningService::Stub::*method)(
+                                     grpc::ClientContext*, const Request&, Response*),
+                                 const Request& request);
 
   std::string address_;
   int deadline_seconds_;
