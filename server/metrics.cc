@@ -81,6 +81,9 @@ CoordinatorMetrics::CoordinatorMetrics()
                             "Baseline median / best median, by job and task")),
       best_tps_(NewGauge(*registry_, "kiln_job_best_tokens_per_second",
                          "Best estimated tokens/s of a model job")),
+      bound_fraction_(NewGauge(*registry_, "kiln_job_bandwidth_bound_fraction",
+                               "A model job's measured step over its memory-bandwidth bound, "
+                               "the bandwidth read next to the step")),
       rpcs_(NewCounter(*registry_, "kiln_rpc_requests_total",
                        "RPCs handled, by full method name and gRPC status code")),
       rpc_duration_(NewHistogram(*registry_, "kiln_rpc_duration_seconds",
@@ -154,6 +157,7 @@ struct CoordinatorMetrics::JobSeries {
   };
   std::map<std::string, Task> tasks;  // by workload key
   Gauge* tps = nullptr;
+  Gauge* bound_fraction = nullptr;
 };
 
 CoordinatorMetrics::JobSeries& CoordinatorMetrics::SeriesLocked(const std::string& job_id) {
@@ -179,6 +183,7 @@ void CoordinatorMetrics::DropLocked(JobSeries& s) {
     drop(job_speedup_, t.speedup);
   }
   drop(best_tps_, s.tps);
+  drop(bound_fraction_, s.bound_fraction);
   for (auto* f : {&policy_loss_, &policy_entropy_, &policy_reward_, &rank_accuracy_})
     if (f->Has({{"job_id", s.id}})) f->Remove(&f->Add({{"job_id", s.id}}));
 }
@@ -237,6 +242,13 @@ void CoordinatorMetrics::SetBestTokensPerSecond(const std::string& job_id, doubl
   JobSeries& s = SeriesLocked(job_id);
   if (!s.tps) s.tps = &best_tps_.Add({{"job_id", job_id}});
   s.tps->Set(v);
+}
+
+void CoordinatorMetrics::SetBoundFraction(const std::string& job_id, double v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobSeries& s = SeriesLocked(job_id);
+  if (!s.bound_fraction) s.bound_fraction = &bound_fraction_.Add({{"job_id", job_id}});
+  s.bound_fraction->Set(v);
 }
 
 namespace {

@@ -45,6 +45,8 @@ class CoordinatorMetrics {
   // Per job: progress, budget and best-so-far per task (called with every gauge update).
   void SetJob(const v1::Job& job, int64_t now_ms);
   void SetBestTokensPerSecond(const std::string& job_id, double v);
+  // A model job's measured step over its memory-bandwidth bound (read next to the step), 0..1+.
+  void SetBoundFraction(const std::string& job_id, double v);
 
   // RPCs (server/rpc_interceptor.h) and store operations (server/store/metered_store.h).
   void RpcFinished(const std::string& method, const std::string& code, double seconds);
@@ -78,6 +80,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& job_best_gflops_;
   prometheus::Family<prometheus::Gauge>& job_speedup_;
   prometheus::Family<prometheus::Gauge>& best_tps_;
+  prometheus::Family<prometheus::Gauge>& bound_fraction_;
   prometheus::Family<prometheus::Counter>& rpcs_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Counter>& store_ops_;

@@ -238,6 +238,8 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     ApplyStepResult(job, m);
     if (metrics_ && job.job.tokens_per_second().measured() > 0)
       metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
+    if (metrics_ && job.job.tokens_per_second().bound_fraction() > 0)
+      metrics_->SetBoundFraction(job.job.id(), job.job.tokens_per_second().bound_fraction());
     PushEventLocked(job, v1::JobEvent::PROGRESS);
     return;
   }

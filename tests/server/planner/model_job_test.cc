@@ -1,8 +1,11 @@
 // Model jobs in the coordinator core: one task per distinct workload with its count, a baseline
 // and a safe first trial per task, the shared budget given by expected gain, then a STEP trial
 // whose result becomes the job's measured tokens/s.
+#include <prometheus/text_serializer.h>
+
 #include <map>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/coordinator.h"
 #include "server/planner/task_scheduler.h"
@@ -15,7 +18,7 @@ class ModelJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = *OpenStore("", testing::TempDir());
-    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr,
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, &metrics_,
                                           CoreOptions{5000, 1000, 1000, 1});
     ASSERT_TRUE(core_->Recover().ok());
     v1::RegisterRequest r;
@@ -44,6 +47,7 @@ class ModelJobTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  CoordinatorMetrics metrics_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Coordinator> core_;
   std::string worker_;
@@ -73,6 +77,7 @@ TEST_F(ModelJobTest, MambaDecodeRunsEveryTaskThenTheStep) {
       m.mutable_step()->set_measured(123);
       m.mutable_step()->set_baseline_measured(45);
       m.mutable_step()->set_baseline_name("libtorch");
+      m.mutable_step()->set_bound_fraction(0.875);
       Report(t, m);
       continue;
     }
@@ -96,6 +101,12 @@ TEST_F(ModelJobTest, MambaDecodeRunsEveryTaskThenTheStep) {
   EXPECT_DOUBLE_EQ(job->tokens_per_second().measured(), 123);
   EXPECT_DOUBLE_EQ(job->tokens_per_second().baseline_measured(), 45);
   EXPECT_GT(job->tokens_per_second().estimated(), 0);
+  // The measured figures reach the job's gauges.
+  const std::string text = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("kiln_job_best_tokens_per_second{job_id=\"" + *id + "\"} 123"));
+  EXPECT_THAT(text, ::testing::HasSubstr("kiln_job_bandwidth_bound_fraction{job_id=\"" + *id +
+                                         "\"} 0.875"));
 }
 
 TEST_F(ModelJobTest, BadModelSpecsAreRefused) {
