@@ -28,14 +28,24 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
       }
     }
     const float inv = 1.0f / s;
-    for (long i = 0; i < N; ++i) o[i] = kiln_rt::Exp(r[i] - m) * inv;
+    long i = 0;
+    for (; i + 16 <= N; i += 16)
+      kiln_rt::StoreV16(o + i, kiln_rt::ExpV(kiln_rt::LoadV16(r + i) - m) * inv);
+    for (; i < N; ++i) o[i] = kiln_rt::Exp(r[i] - m) * inv;
 #else
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
     for (long i = 0; i < N; ++i) m = r[i] > m ? r[i] : m;
+    kiln_rt::V16 sv = {};  // 16 lanes at a time (kiln_rt::ExpV), then the tail
+    long i = 0;
+    for (; i + 16 <= N; i += 16) {
+      const kiln_rt::V16 e = kiln_rt::ExpV(kiln_rt::LoadV16(r + i) - m);
+      kiln_rt::StoreV16(o + i, e);
+      sv += e;
+    }
     float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (long i = 0; i < N; ++i) {
+    for (int j = 0; j < 16; ++j) s += sv[j];
+    for (; i < N; ++i) {
       o[i] = kiln_rt::Exp(r[i] - m);
       s += o[i];
     }
