@@ -37,8 +37,19 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
         float* hs = h + (b * D + c) * S;
         const float* as = A + c * S;
         float acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (long s = 0; s < S; ++s) {
+        long s = 0;
+        if (S >= 16) {  // 16 states at a time (kiln_rt::ExpV; the scalar loop does not vectorize)
+          kiln_rt::V16 av = {};
+          for (; s + 16 <= S; s += 16) {
+            const kiln_rt::V16 hv =
+                kiln_rt::ExpV(dt * kiln_rt::LoadV16(as + s)) * kiln_rt::LoadV16(hs + s) +
+                du * kiln_rt::LoadV16(bs + s);
+            kiln_rt::StoreV16(hs + s, hv);
+            av += kiln_rt::LoadV16(cs + s) * hv;
+          }
+          for (int j = 0; j < 16; ++j) acc += av[j];
+        }
+        for (; s < S; ++s) {
           const float hv = kiln_rt::Exp(dt * as[s]) * hs[s] + du * bs[s];
           hs[s] = hv;
           acc += cs[s] * hv;
