@@ -1,6 +1,6 @@
 // Kiln CPU RMSNorm: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, optionally after a fused
 // residual add (RESIDUAL=1: res[t] += x[t] in place, then res[t] is normalised).
-// Knobs: NT (threads over rows), VU (independent partial sums, 1/2/4, for the sum of squares).
+// Knobs: NT (threads over rows), VU (independent 16-lane partial sums, 1/2/4, for the sum of squares).
 // ABI: kiln_op(dims {T,D}, args {x, w, out, res}, params {eps}).
 #include <math.h>
 #ifndef NT
@@ -27,14 +27,20 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     for (long i = 0; i < D; ++i) rr[i] += xr[i];
     xr = rr;
 #endif
-    float part[VU] = {0};
+    // VU independent 16-lane partial sums (GCC does not vectorize a float sum by itself: it
+    // would reorder the additions), then the tail.
+    kiln_rt::V16 part[VU] = {};
     long i = 0;
-    for (; i + VU <= D; i += VU)
+    for (; i + 16 * VU <= D; i += 16 * VU)
 #pragma GCC unroll 4
-      for (int u = 0; u < VU; ++u) part[u] += xr[i + u] * xr[i + u];
-    for (; i < D; ++i) part[0] += xr[i] * xr[i];
+      for (int u = 0; u < VU; ++u) {
+        const kiln_rt::V16 v = kiln_rt::LoadV16(xr + i + 16 * u);
+        part[u] += v * v;
+      }
+    for (int u = 1; u < VU; ++u) part[0] += part[u];
     float ss = 0;
-    for (int u = 0; u < VU; ++u) ss += part[u];
+    for (int j = 0; j < 16; ++j) ss += part[0][j];
+    for (; i < D; ++i) ss += xr[i] * xr[i];
     const float scale = 1.0f / sqrtf(ss / (float)D + eps);
     float* o = out + t * D;
 #pragma omp simd
