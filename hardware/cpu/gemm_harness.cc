@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hardware/buffers.h"
+#include "hardware/cpu/read_sweep.h"
 #include "hardware/measure.h"
 #include "hardware/reference/gemm_reference.h"
 
@@ -133,7 +134,7 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
   }
   m.set_cache_mode(opts.warm ? "warm" : "cold");
   FillThroughput(w, &m);
-  ApplyRooflineGuard(w, chip, opts.warm, &m);
+  ApplyRooflineGuardNow(w, chip, opts.warm, &m);
   m.set_measure_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return m;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "hardware/buffers.h"
 #include "hardware/cpu/op_cases.h"
+#include "hardware/cpu/read_sweep.h"
 #include "hardware/measure.h"
 
 namespace kiln::hardware {
@@ -124,7 +125,7 @@ v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipF
   }
   m.set_cache_mode(opts.warm ? "warm" : "cold");
   FillThroughput(w, &m);
-  ApplyRooflineGuard(w, chip, opts.warm, &m);
+  ApplyRooflineGuardNow(w, chip, opts.warm, &m);
   m.set_measure_seconds(Since(start));
   return m;
 }

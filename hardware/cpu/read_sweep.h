@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "kiln/v1/types.pb.h"
 
 namespace kiln::hardware {
 
@@ -35,5 +36,13 @@ class ReadSweep {
   int threads_;
   float sink_ = 0;
 };
+
+// ApplyRooflineGuard (hardware/measure.h), but when the fingerprint's read bandwidth would make
+// a cold result SUSPECT, the bandwidth is read again now (a 256 MiB sweep) and the result judged
+// against the higher of the two: a fingerprint probed while the machine was busy (another
+// worker's compile, a neighbour VM) read 11.6 GB/s on a machine that sustains 35 and flagged
+// sound kernels as faster than possible.
+void ApplyRooflineGuardNow(const v1::Workload& w, const v1::ChipFingerprint& chip, bool warm,
+                           v1::Measurement* m);
 
 }  // namespace kiln::hardware

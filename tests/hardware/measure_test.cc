@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hardware/buffers.h"
+#include "hardware/cpu/read_sweep.h"
 
 namespace kiln::hardware {
 namespace {
@@ -186,6 +187,30 @@ TEST(RooflineGuardTest, BandwidthBoundOnlyWhenCold) {
   EXPECT_THAT(cold.message(), HasSubstr("read bandwidth"));
   ApplyRooflineGuard(decode, chip, true, &warm);
   EXPECT_EQ(warm.status(), v1::OK);
+}
+
+TEST(RooflineGuardTest, BandwidthIsReadAgainBeforeAColdResultIsCalledSuspect) {
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(1e6);
+  chip.set_read_gbytes_per_s(0.01);  // a fingerprint probed at a very busy moment
+  chip.set_cores(2);
+  const v1::Workload decode = Gemm("M=8,N=4096,K=4096");  // 67 MB: 6.7 s at 0.01 GB/s
+  v1::Measurement m;
+  m.set_status(v1::OK);
+  m.set_median_us(100000);  // 0.67 GB/s: every machine reads that
+  v1::Measurement against_fingerprint = m;
+  ApplyRooflineGuard(decode, chip, false, &against_fingerprint);
+  EXPECT_EQ(against_fingerprint.status(), v1::SUSPECT);
+  ApplyRooflineGuardNow(decode, chip, false, &m);
+  EXPECT_EQ(m.status(), v1::OK) << m.message();
+  // Faster than any memory system (67 TB/s): still SUSPECT, against the bandwidth read now.
+  v1::Measurement fast;
+  fast.set_status(v1::OK);
+  fast.set_median_us(1);
+  ApplyRooflineGuardNow(decode, chip, false, &fast);
+  EXPECT_EQ(fast.status(), v1::SUSPECT);
+  EXPECT_THAT(fast.message(), HasSubstr("read bandwidth"));
+  EXPECT_THAT(fast.message(), ::testing::Not(HasSubstr("read bandwidth 0.01 GB/s")));
 }
 
 TEST(RooflineGuardTest, NoOpWithoutPeaksOrOnFailure) {
