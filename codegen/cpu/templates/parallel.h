@@ -166,29 +166,35 @@ inline void ParallelFor(long n, int nt, const Body& body) {
 #endif
 }
 
-// exp(x): Cephes' expf, Cody-Waite reduction and a degree-6 polynomial, ~1 ulp; x is clamped to
-// [-87.3, 88.3]. Branch-free, but GCC 12 does not vectorize loops over it (see ExpV).
-inline float Exp(float x) {
-  x = x < -87.33f ? -87.33f : (x > 88.3f ? 88.3f : x);
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+// e^r on the Cody-Waite reduced argument r = x - n*ln2 (in two parts), by Cephes' expf
+// polynomial (degree 6, ~1 ulp); T is float or V16 (below). The caller scales by 2^n.
+template <typename T>
+inline T ExpReduced(T x, T n) {
   x = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  T p = T{} + 1.9875691500e-4f;
   p = p * x + 1.3981999507e-3f;
   p = p * x + 8.3334519073e-3f;
   p = p * x + 4.1665795894e-2f;
   p = p * x + 1.6666665459e-1f;
   p = p * x + 5.0000001201e-1f;
-  p = p * x * x + x + 1.0f;
+  return p * x * x + x + 1.0f;
+}
+
+// exp(x), x clamped to [-87.3, 88.3]. Branch-free, but GCC 12 does not vectorize loops over it
+// (see ExpV).
+inline float Exp(float x) {
+  x = x < -87.33f ? -87.33f : (x > 88.3f ? 88.3f : x);
+  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   __builtin_memcpy(&scale, &bits, 4);
-  return p * scale;
+  return ExpReduced(x, n) * scale;
 }
 
 // Exp on 16 lanes at once (GCC vector extensions: one zmm with AVX-512, two ymm with AVX2, four
-// xmm otherwise), the same clamp, reduction and polynomial as Exp. Loops over Exp do not
-// vectorize with GCC 12 (it vectorizes neither floorf nor the clamp's selects there), so the
-// element-wise templates call this on blocks of 16.
+// xmm otherwise), the same clamp, reduction and polynomial. Loops over Exp do not vectorize with
+// GCC 12 (it vectorizes neither floorf nor the clamp's selects there), so the element-wise
+// templates call this on blocks of 16.
 typedef float V16 __attribute__((vector_size(64)));
 typedef int32_t I16 __attribute__((vector_size(64)));
 inline V16 LoadV16(const float* p) {
@@ -204,16 +210,8 @@ inline V16 ExpV(V16 x) {
   const V16 t = x * 1.44269504088896341f + 0.5f;
   V16 n = __builtin_convertvector(__builtin_convertvector(t, I16), V16);
   n = t < n ? n - 1.0f : n;  // floor
-  x = x - n * 0.693359375f + n * 2.12194440e-4f;
-  V16 p = V16{} + 1.9875691500e-4f;
-  p = p * x + 1.3981999507e-3f;
-  p = p * x + 8.3334519073e-3f;
-  p = p * x + 4.1665795894e-2f;
-  p = p * x + 1.6666665459e-1f;
-  p = p * x + 5.0000001201e-1f;
-  p = p * x * x + x + 1.0f;
   const I16 bits = (__builtin_convertvector(n, I16) + 127) << 23;
-  return p * reinterpret_cast<const V16&>(bits);
+  return ExpReduced(x, n) * reinterpret_cast<const V16&>(bits);
 }
 
 }  // namespace
