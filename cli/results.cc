@@ -48,7 +48,7 @@ std::string TokensPerSecondText(const v1::Job& job) {
   if (t.bound() > 0 && t.measured() > 0)
     out += "bound     " + tps(t.bound()) + " at " + FormatFixed(t.read_gbytes_per_s(), 1) +
            " GB/s read next to the step (" + FormatFixed(t.bytes_per_token() / 1e9, 3) +
-           " GB of weights and KV cache a token): measured is " +
+           " GB a token: weights, KV cache or state): measured is " +
            FormatFixed(100 * t.bound_fraction(), 0) + "% of it\n";
   if (!t.note().empty()) out += "step: " + t.note() + "\n";
   if (t.estimated() > 0 && t.measured() > 0 && t.measured() < 0.8 * t.estimated())

@@ -53,7 +53,7 @@ TEST(ModelResultsTest, TableShowsShareAndTokensPerSecond) {
   EXPECT_THAT(table, HasSubstr("6 of 22 layers"));
   EXPECT_THAT(table,
               HasSubstr("bound     20.00 tokens/s at 83.6 GB/s read next to the step "
-                        "(4.180 GB of weights and KV cache a token): measured is 75% of it"));
+                        "(4.180 GB a token: weights, KV cache or state): measured is 75% of it"));
   // A micro-benchmark win that loses end to end shows as such.
   EXPECT_THAT(FormatResultsTable(ModelResults(10, 20)), HasSubstr("SLOWER end to end"));
 }
