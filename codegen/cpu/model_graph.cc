@@ -26,6 +26,29 @@ int64_t Dim(const v1::Workload& w, const char* d) {
   return it == w.dims().end() ? 0 : it->second;
 }
 
+// The parameters an operator holds (GEMM weights and bias, norm, router, conv, SSM A and skip).
+int64_t OpParameters(const StepOp& op) {
+  const v1::Workload& w = op.workload;
+  switch (w.op()) {
+    case v1::GEMM: {
+      if (op.role == "lm_head") return Dim(w, "K") * Dim(w, "N");
+      return Dim(w, "K") * Dim(w, "N") + (w.epilogue() == "bias" ? Dim(w, "N") : 0);
+    }
+    case v1::RMSNORM:
+      return Dim(w, "D");
+    case v1::MOE_ROUTER:
+      return Dim(w, "D") * Dim(w, "E");
+    case v1::MOE_GEMM:
+      return Dim(w, "E") * Dim(w, "K") * Dim(w, "N");
+    case v1::CONV1D:
+      return Dim(w, "D") * (Dim(w, "W") + 1);
+    case v1::SSM_SCAN:
+      return Dim(w, "D") * (Dim(w, "S") + 1);  // A and the skip D
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& a, const std::string& phase,
@@ -100,30 +123,9 @@ absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& a, const std::stri
 }
 
 int64_t GraphParameters(const v1::ModelArch& a, const StepGraph& g) {
-  auto params = [&](const StepOp& op, bool tail) -> int64_t {
-    const v1::Workload& w = op.workload;
-    switch (w.op()) {
-      case v1::GEMM: {
-        if (op.role == "lm_head") return Dim(w, "K") * Dim(w, "N");
-        return Dim(w, "K") * Dim(w, "N") + (w.epilogue() == "bias" ? Dim(w, "N") : 0);
-      }
-      case v1::RMSNORM:
-        return Dim(w, "D");
-      case v1::MOE_ROUTER:
-        return Dim(w, "D") * Dim(w, "E");
-      case v1::MOE_GEMM:
-        return Dim(w, "E") * Dim(w, "K") * Dim(w, "N");
-      case v1::CONV1D:
-        return Dim(w, "D") * (Dim(w, "W") + 1);
-      case v1::SSM_SCAN:
-        return Dim(w, "D") * (Dim(w, "S") + 1);  // A and the skip D
-      default:
-        return 0;
-    }
-  };
   int64_t n = 0;
-  for (const auto& op : g.layer) n += params(op, false) * g.layers;
-  for (const auto& op : g.tail) n += params(op, true);
+  for (const auto& op : g.layer) n += OpParameters(op) * g.layers;
+  for (const auto& op : g.tail) n += OpParameters(op);
   // The embedding table: shared with the head when tied, its own parameters otherwise.
   if (!a.tie_embeddings()) n += static_cast<int64_t>(a.vocab()) * a.hidden();
   return n;
@@ -133,26 +135,25 @@ double StepBytesRead(const StepGraph& g, v1::DType dtype) {
   const double wb = dtype == v1::BF16 ? 2 : 4;  // GEMM and MoE weights; the rest is fp32
   auto bytes = [&](const StepOp& op) -> double {
     const v1::Workload& w = op.workload;
-    const double T = Dim(w, "T"), B = Dim(w, "B"), D = Dim(w, "D");
+    const double params = static_cast<double>(OpParameters(op));
+    const double B = Dim(w, "B"), D = Dim(w, "D");
     switch (w.op()) {
-      case v1::GEMM:
-        return wb * Dim(w, "K") * Dim(w, "N") + (w.epilogue() == "bias" ? 4.0 * Dim(w, "N") : 0);
-      case v1::MOE_GEMM: {
-        const double used = std::min<double>(Dim(w, "E"), T * Dim(w, "TOPK"));
-        return wb * used * Dim(w, "K") * Dim(w, "N");
+      case v1::GEMM: {  // the weight matrix at its dtype, a bias in fp32
+        const double matrix = static_cast<double>(Dim(w, "K")) * Dim(w, "N");
+        return wb * matrix + 4.0 * (params - matrix);
       }
-      case v1::MOE_ROUTER:
-        return 4.0 * Dim(w, "D") * Dim(w, "E");
-      case v1::RMSNORM:
-        return 4.0 * D;
+      case v1::MOE_GEMM: {  // only the experts the step's tokens can select
+        const double used = std::min<double>(Dim(w, "E"), Dim(w, "T") * Dim(w, "TOPK"));
+        return wb * params * used / Dim(w, "E");
+      }
       case v1::ATTENTION_DECODE:  // the K and V caches
         return 4.0 * 2 * B * Dim(w, "KVH") * Dim(w, "L") * D;
-      case v1::CONV1D:  // weights, bias and the rolling state
-        return 4.0 * D * (Dim(w, "W") + 1) + 4.0 * B * D * (Dim(w, "W") - 1);
-      case v1::SSM_SCAN:  // A, the skip D and the state
-        return 4.0 * D * (Dim(w, "S") + 1) + 4.0 * B * D * Dim(w, "S");
-      default:
-        return 0;
+      case v1::CONV1D:  // weights and bias, then the rolling state
+        return 4.0 * params + 4.0 * B * D * (Dim(w, "W") - 1);
+      case v1::SSM_SCAN:  // A and the skip D, then the state
+        return 4.0 * params + 4.0 * B * D * Dim(w, "S");
+      default:  // norms, the router: fp32 weights
+        return 4.0 * params;
     }
   };
   double n = 0;

@@ -17,6 +17,10 @@ extern "C" __attribute__((visibility("default"))) void kiln_rt_parallel_for_v1(
 
 namespace kiln::hardware {
 
+void RunOnKernelPool(long n, int nt, const std::function<void(long)>& body) {
+  kiln_rt::the_pool.Run(n, nt, body);
+}
+
 absl::Status CheckKernelHost() {
   if (dlsym(RTLD_DEFAULT, "kiln_rt_parallel_for_v1")) return absl::OkStatus();
   return absl::FailedPreconditionError(

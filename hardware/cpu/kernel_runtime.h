@@ -2,6 +2,8 @@
 // process that loads them.
 #pragma once
 
+#include <functional>
+
 #include "absl/status/status.h"
 
 namespace kiln::hardware {
@@ -11,5 +13,9 @@ namespace kiln::hardware {
 // one thread and be timed at a fraction of their speed, so loading them there is refused with a
 // FAILED_PRECONDITION that says how to link the executable.
 absl::Status CheckKernelHost();
+
+// Runs body(i) for i in [0, n) on up to nt threads of that same pool: for host code that must
+// use the cores the way the kernels do (the read sweep that measures their bandwidth roof).
+void RunOnKernelPool(long n, int nt, const std::function<void(long)>& body);
 
 }  // namespace kiln::hardware

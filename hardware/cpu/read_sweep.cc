@@ -8,11 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hardware/cpu/kernel_runtime.h"
 #include "hardware/measure.h"
-
-// The kernels' thread pool (hardware/cpu/kernel_runtime.cc).
-extern "C" void kiln_rt_parallel_for_v1(long n, int nt, void (*call)(const void*, long),
-                                        const void* body);
 
 namespace kiln::hardware {
 namespace {
@@ -38,12 +35,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float SumChunk(cons
   return out;
 }
 
-template <typename Body>
-void ParallelFor(long n, int nt, const Body& body) {
-  kiln_rt_parallel_for_v1(
-      n, nt, [](const void* b, long i) { (*static_cast<const Body*>(b))(i); }, &body);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReadSweep>> ReadSweep::Create(size_t bytes, int threads) {
@@ -54,7 +45,7 @@ absl::StatusOr<std::unique_ptr<ReadSweep>> ReadSweep::Create(size_t bytes, int t
         absl::StrCat("read sweep: cannot allocate ", bytes >> 20, " MiB"));
   madvise(data, bytes, MADV_HUGEPAGE);  // best effort: fewer TLB misses, as the kernels' weights
   const size_t per = kChunk / sizeof(float), n = bytes / sizeof(float);
-  ParallelFor(static_cast<long>((bytes + kChunk - 1) / kChunk), threads, [&](long c) {
+  RunOnKernelPool(static_cast<long>((bytes + kChunk - 1) / kChunk), threads, [&](long c) {
     for (size_t i = c * per; i < std::min(n, (c + 1) * per); ++i)
       data[i] = static_cast<float>(i & 7);
   });
@@ -68,7 +59,7 @@ double ReadSweep::Pass() {
   const size_t per = kChunk / sizeof(float), n = bytes_ / sizeof(float);
   std::vector<float> sums(chunks);
   const auto t0 = std::chrono::steady_clock::now();
-  ParallelFor(chunks, threads_, [&](long c) {
+  RunOnKernelPool(chunks, threads_, [&](long c) {
     const size_t begin = c * per;
     sums[c] = SumChunk(data_ + begin, std::min(per, n - begin));
   });
