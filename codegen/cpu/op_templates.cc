@@ -112,14 +112,16 @@ std::vector<OpDef> Defs() {
                  s.AddKnob("HB", {4, 1, 2, 8, 16}, "heads sharing one cos/sin row");
                },
                none});
-  d.push_back({"cpu-attention-decode", v1::ATTENTION_DECODE, kKilnCpuAttentionDecodeSource, plain,
-               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
-                 s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
-                 s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
-               },
-               [](const v1::Workload& w) {  // the head size, for the vector path's registers
-                 return std::vector<std::pair<std::string, int64_t>>{{"HD", Dim(w, "D")}};
-               }});
+  d.push_back(
+      {"cpu-attention-decode", v1::ATTENTION_DECODE, kKilnCpuAttentionDecodeSource, plain,
+       [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+         s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
+         s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
+         s.AddKnob("PF", {1, 2, 0}, "prefetch distance in blocks of cached positions (0: none)");
+       },
+       [](const v1::Workload& w) {  // the head size, for the vector path's registers
+         return std::vector<std::pair<std::string, int64_t>>{{"HD", Dim(w, "D")}};
+       }});
   d.push_back({"cpu-attention-prefill", v1::ATTENTION_PREFILL, kKilnCpuAttentionPrefillSource,
                plain,
                [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {

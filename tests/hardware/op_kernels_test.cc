@@ -108,6 +108,34 @@ TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 
+// Attention decode's vector path at its corners: prefetch on and off and near a chunk's end,
+// chunks shorter than a block and empty ones (SPLIT=32 over 37 positions), head groups that
+// do not fill the value pass's 4 heads (G=7: 4 + 3) and one head (G=1).
+TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
+  const char* shapes[] = {"B=1,H=14,KVH=2,D=64,L=37", "B=2,H=32,KVH=8,D=128,L=200",
+                          "B=1,H=3,KVH=3,D=32,L=19"};
+  const std::vector<std::pair<int64_t, int64_t>> split_pf = {{1, 0}, {1, 2}, {4, 1}, {32, 2}};
+  for (const char* shape : shapes) {
+    auto w = codegen::ParseWorkload("attention_decode", shape);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto tmpl = codegen::FindTemplate(*w, "cpu");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+    codegen::Config config = codegen::SafeDefaultConfig((*tmpl)->Space(*w, traits));
+    for (const auto& [split, pf] : split_pf) {
+      config["SPLIT"] = split;
+      config["PF"] = pf;
+      auto kernel = (*tmpl)->Render(*w, config, traits);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto compiled = device_->Compile(*kernel);
+      ASSERT_TRUE(compiled.ok()) << shape << " " << compiled.status();
+      v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
+      EXPECT_EQ(m.status(), v1::OK)
+          << shape << " " << codegen::ConfigKey(config) << ": " << m.message();
+    }
+  }
+}
+
 // A wrong kernel is caught: the scan without its skip connection fails verification.
 TEST(OpHarnessTest, RejectsWrongKernel) {
   auto d = OpenDevice("cpu");

@@ -6,12 +6,11 @@
 // (max, sum, acc[D]) per head, and the SPLIT partials of a group are merged with the usual
 // rescaling (flash-decoding).
 // The vector path (AVX-512 or AVX2, HD a multiple of the vector width VW) takes VW cached
-// positions at a time. Per query head: VW dot products accumulate as vectors over the head
-// dimension and one transpose-add tree reduces them together (no horizontal sum per position);
-// the block's scores are exponentiated as one vector (online softmax); the head's output
-// accumulator stays in registers while the VW value rows stream in. Other ISAs and head sizes
-// take the scalar path, which the compiler vectorizes over D.
-// Knobs: SPLIT (context chunks per kv head), NT (threads over work items). Fixed: HD = D.
+// positions at a time in two passes over its chunk, K then V, each streamed once with every
+// head's work on a block done while the block is in L1 (Chunk below), and prefetches PF blocks
+// ahead. Other ISAs and head sizes take the scalar path, which the compiler vectorizes over D.
+// Knobs: SPLIT (context chunks per kv head), NT (threads over work items), PF (prefetch
+// distance in blocks, 0 = none). Fixed: HD = D.
 // ABI: kiln_op(dims {B,H,KVH,D,L}, args {q, kcache, vcache, out}, params {scale}).
 #include <math.h>
 #include <stdlib.h>
@@ -24,6 +23,9 @@
 #endif
 #ifndef HD
 #define HD 0
+#endif
+#ifndef PF
+#define PF 1
 #endif
 
 #if HD > 0 && HD <= 256 && ((VW == 16 && defined(__AVX512F__)) || \
@@ -58,6 +60,7 @@ inline Vec SumEach(const Vec* v) {
          _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1));
 }
 inline float Max(Vec v) { return _mm512_reduce_max_ps(v); }
+inline Vec MaxV(Vec a, Vec b) { return _mm512_max_ps(a, b); }
 inline float Sum(Vec v) { return _mm512_reduce_add_ps(v); }
 inline Vec Clamp(Vec v, float lo, float hi) {
   return _mm512_min_ps(_mm512_max_ps(v, Splat(lo)), Splat(hi));
@@ -83,6 +86,7 @@ inline Vec SumEach(const Vec* v) {  // lane j = sum of the lanes of v[j]
   }
   return _mm256_permute2f128_ps(x[0], x[1], 0x20) + _mm256_permute2f128_ps(x[0], x[1], 0x31);
 }
+inline Vec MaxV(Vec a, Vec b) { return _mm256_max_ps(a, b); }
 inline float Max(Vec v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -126,61 +130,106 @@ inline Vec KeepFirst(Vec v, int n, float fill, float* tmp) {
   return Load(tmp);
 }
 
+// Vectors of the head dimension a value pass accumulates for GB heads at once (GB * DH
+// accumulators in registers): the largest of 4, 2, 1 that divides the row (AVX2 has half the
+// registers, so at most 2 there).
+constexpr int kRow = HD / VW;
+constexpr int kMaxDH = VW == 16 ? 4 : 2;
+constexpr int DH = kRow % kMaxDH == 0 ? kMaxDH : kRow % 2 == 0 ? 2 : 1;
+constexpr int GB = 4;
+
+// Prefetches row `r` of a cache ahead of its use (into L2: the rows of one block are requested
+// spread over the block's work rather than in one burst that fills the miss buffers).
+inline void PrefetchRow(const float* r, int floats) {
+#if PF > 0
+  for (int i = 0; i < floats; i += 64 / 4) _mm_prefetch((const char*)(r + i), _MM_HINT_T1);
+#else
+  (void)r, (void)floats;
+#endif
+}
+
 // Positions [l0, l1) of one kv head for its G query heads (qg: G rows of HD); p: per head
-// acc[HD], max, sum, initialised here. Each block runs in three phases over the G heads (scores,
-// softmax, values) so that the heads' short dependency chains overlap instead of one head's
-// reduce -> max -> exp -> sum chain at a time.
+// acc[HD], max, sum, written here. Two passes, each streaming its cache once, block by block,
+// every head's work on a block done while the block is in L1:
+//   scores: VW dot products per head accumulate as vectors over the head dimension and one
+//     transpose-add tree reduces them together (no horizontal sum per position); the chunk's
+//     scores are kept (S: G rows of ld) with a lane-wise running maximum per head;
+//   softmax: one exponentiation of each score against the chunk's maximum (no rescaling);
+//   values: GB heads x DH vectors of accumulators stay in registers while the block's value rows
+//     stream in, each row vector feeding GB FMAs.
+// PF: prefetch distance in blocks of VW positions (0: the hardware prefetcher alone).
 void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, long G, float scale,
-           float* p, float* w) {
-  constexpr int C = HD / VW;  // vectors per row
-  for (long g = 0; g < G; ++g) {
-    memset(p + g * (HD + 2), 0, sizeof(float) * HD);
-    p[g * (HD + 2) + HD] = -INFINITY;
-    p[g * (HD + 2) + HD + 1] = 0;
-  }
-  float* corr = w + G * VW;  // w: G x VW scores, then G rescale factors
-  for (long l = l0; l < l1; l += VW) {
-    const int n = l1 - l < VW ? (int)(l1 - l) : VW;
+           float* p, float* S, float* top) {
+  const long n = l1 > l0 ? l1 - l0 : 0, nb = (n + VW - 1) / VW, ld = nb * VW;
+  for (long g = 0; g < G; ++g) Store(top + g * VW, Splat(-INFINITY));
+  for (long b = 0; b < nb; ++b) {
+    const long l = l0 + b * VW;
+    const int m = l1 - l < VW ? (int)(l1 - l) : VW;
     const float* kb = K + l * HD;
-    const float* vb = V + l * HD;
-    for (long g = 0; g < G; ++g) {  // scores: VW dot products per head, reduced together
-      Vec qv[C], dot[VW];
-      for (int c = 0; c < C; ++c) qv[c] = Load(qg + g * HD + c * VW);
+    const bool ahead = PF > 0 && l + PF * VW < l1;
+    for (long g = 0; g < G; ++g) {
+      Vec qv[kRow], dot[VW];
+      for (int c = 0; c < kRow; ++c) qv[c] = Load(qg + g * HD + c * VW);
 #pragma GCC unroll 16
-      for (int j = 0; j < VW; ++j) {  // unrolled: VW independent chains (rows past n re-read row
-        const float* kr = kb + (j < n ? j : n - 1) * HD;  // n-1; their scores are masked)
+      for (int j = 0; j < VW; ++j) {  // unrolled: VW independent chains (rows past m re-read row
+        const float* kr = kb + (j < m ? j : m - 1) * HD;  // m-1; their scores are masked)
+        if (g == 0 && ahead) PrefetchRow(kr + PF * VW * HD, HD);
         Vec a = qv[0] * Load(kr);
-        for (int c = 1; c < C; ++c) a = Fma(qv[c], Load(kr + c * VW), a);
+        for (int c = 1; c < kRow; ++c) a = Fma(qv[c], Load(kr + c * VW), a);
         dot[j] = a;
       }
-      Store(w + g * VW, KeepFirst(SumEach(dot) * Splat(scale), n, -INFINITY, w + g * VW));
+      float* s = S + g * ld + b * VW;
+      const Vec sv = KeepFirst(SumEach(dot) * Splat(scale), m, -INFINITY, s);
+      Store(s, sv);
+      Store(top + g * VW, MaxV(Load(top + g * VW), sv));
     }
-    for (long g = 0; g < G; ++g) {  // online softmax over the block (masked past the chunk)
-      float* acc = p + g * (HD + 2);
-      const Vec sv = Load(w + g * VW);
-      const float block_top = Max(sv), top = block_top > acc[HD] ? block_top : acc[HD];
-      corr[g] = kiln_rt::Exp(acc[HD] - top);
-      const Vec e = KeepFirst(Exp(sv - Splat(top)), n, 0.0f, w + g * VW);
-      Store(w + g * VW, e);
-      acc[HD] = top;
-      acc[HD + 1] = acc[HD + 1] * corr[g] + Sum(e);
+  }
+  for (long g = 0; g < G; ++g) {
+    float* acc = p + g * (HD + 2);
+    float* s = S + g * ld;
+    const float mx = n > 0 ? Max(Load(top + g * VW)) : -INFINITY;
+    Vec sum = Splat(0.0f);
+    for (long b = 0; b < nb; ++b) {
+      const Vec e = KeepFirst(Exp(Load(s + b * VW) - Splat(mx)), (int)(n - b * VW), 0.0f, s + b * VW);
+      Store(s + b * VW, e);
+      sum = sum + e;
     }
-    for (long g = 0; g < G; ++g) {  // values: the head's accumulator stays in registers
-      float* acc = p + g * (HD + 2);
-      Vec o[C], o2[C];  // two accumulators per vector: half the FMA chain latency
-      for (int c = 0; c < C; ++c) o[c] = Load(acc + c * VW) * Splat(corr[g]), o2[c] = Splat(0.0f);
-      int j = 0;
-      for (; j + 1 < n; j += 2) {
-        const Vec x = Splat(w[g * VW + j]), y = Splat(w[g * VW + j + 1]);
-        for (int c = 0; c < C; ++c) {
-          o[c] = Fma(x, Load(vb + j * HD + c * VW), o[c]);
-          o2[c] = Fma(y, Load(vb + (j + 1) * HD + c * VW), o2[c]);
+    memset(acc, 0, sizeof(float) * HD);
+    acc[HD] = mx;
+    acc[HD + 1] = Sum(sum);
+  }
+  for (long b = 0; b < nb; ++b) {
+    const long l = l0 + b * VW;
+    const int m = l1 - l < VW ? (int)(l1 - l) : VW;
+    const float* vb = V + l * HD;
+    const bool ahead = PF > 0 && l + PF * VW < l1;
+    for (int c0 = 0; c0 < kRow; c0 += DH) {
+      for (long g0 = 0; g0 < G; g0 += GB) {
+        const int gn = G - g0 < GB ? (int)(G - g0) : GB;
+        Vec o[GB][DH];
+#pragma GCC unroll 4
+        for (int g = 0; g < GB; ++g)
+          for (int c = 0; c < DH; ++c)
+            o[g][c] = g < gn ? Load(p + (g0 + g) * (HD + 2) + (c0 + c) * VW) : Splat(0.0f);
+        const float* w = S + g0 * ld + b * VW;
+        for (int j = 0; j < m; ++j) {
+          const float* vr = vb + j * HD + c0 * VW;
+          if (g0 == 0 && ahead) PrefetchRow(vr + PF * VW * HD, DH * VW);
+          Vec v[DH];
+          for (int c = 0; c < DH; ++c) v[c] = Load(vr + c * VW);
+#pragma GCC unroll 4
+          for (int g = 0; g < GB; ++g) {
+            if (g >= gn) break;
+            const Vec x = Splat(w[g * ld + j]);
+            for (int c = 0; c < DH; ++c) o[g][c] = Fma(x, v[c], o[g][c]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < GB; ++g) {
+          if (g >= gn) break;
+          for (int c = 0; c < DH; ++c) Store(p + (g0 + g) * (HD + 2) + (c0 + c) * VW, o[g][c]);
         }
       }
-      if (j < n)
-        for (int c = 0; c < C; ++c) o[c] = Fma(Splat(w[g * VW + j]), Load(vb + j * HD + c * VW), o[c]);
-      for (int c = 0; c < C; ++c) o[c] = o[c] + o2[c];
-      for (int c = 0; c < C; ++c) Store(acc + c * VW, o[c]);
     }
   }
 }
@@ -206,8 +255,9 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     float* p = parts + it * part;  // per head: acc[D], max, sum
 #if KILN_VECTOR_PATH
     if (D == HD) {
-      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (VW + 1) + 64);
-      Chunk(qg, K, V, l0, l1, G, scale, p, w);
+      const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
+      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW) + 64);
+      Chunk(qg, K, V, l0, l1, G, scale, p, w, w + G * ld);
       free(w);
       return;
     }
