@@ -65,7 +65,11 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
     }
     if (space.EnumerateValid(1).empty() && space.CartesianSize() < (1u << 22))
       return absl::InvalidArgumentError("no valid configuration is left after the pins");
-    agent::StrategyContext ctx{std::move(space), w, chip, job.job.spec().seed() + i};
+    agent::StrategyContext ctx;
+    ctx.space = std::move(space);
+    ctx.workload = w;
+    ctx.chip = chip;
+    ctx.seed = job.job.spec().seed() + i;
     if (metrics_) ctx.metrics = metrics_->AgentSink(job.job.id());
     ASSIGN_OR_RETURN(job.tasks[i].strategy, agent::NewStrategy(job.job.spec().strategy(), ctx));
   }

@@ -10,6 +10,7 @@ namespace kiln::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::GetResultsResponse ModelResults(double measured, double baseline) {
   v1::GetResultsResponse r;
@@ -56,6 +57,18 @@ TEST(ModelResultsTest, TableShowsShareAndTokensPerSecond) {
                         "(4.180 GB a token: weights, KV cache or state): measured is 75% of it"));
   // A micro-benchmark win that loses end to end shows as such.
   EXPECT_THAT(FormatResultsTable(ModelResults(10, 20)), HasSubstr("SLOWER end to end"));
+}
+
+TEST(ModelResultsTest, NotesWhichOfEstimateAndStepIsOff) {
+  EXPECT_THAT(FormatResultsTable(ModelResults(60, 20)), Not(HasSubstr("note:")));
+  // An estimate above the memory bound (75 > 20 tokens/s) is the figure that is off.
+  EXPECT_THAT(FormatResultsTable(ModelResults(10, 5)),
+              HasSubstr("note: the estimate is above the bound"));
+  v1::GetResultsResponse r = ModelResults(10, 5);
+  r.mutable_job()->mutable_tokens_per_second()->set_bound(0);  // no bound read
+  EXPECT_THAT(FormatResultsTable(r), HasSubstr("note: the measured step is well below"));
+  r.mutable_job()->mutable_tokens_per_second()->set_bound(100);  // the estimate within it
+  EXPECT_THAT(FormatResultsTable(r), HasSubstr("note: the measured step is well below"));
 }
 
 TEST(ModelResultsTest, JsonHasTokensPerSecond) {

@@ -166,6 +166,11 @@ inline void ParallelFor(long n, int nt, const Body& body) {
 #endif
 }
 
+// (The exponentials are internal and inlined, so the ABI of a 64-byte vector return without
+// AVX-512 never matters: GCC's note where a host file includes this header is silenced.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 // e^r on the Cody-Waite reduced argument r = x - n*ln2 (in two parts), by Cephes' expf
 // polynomial (degree 6, ~1 ulp); T is float or V16 (below). The caller scales by 2^n.
 template <typename T>
@@ -211,8 +216,9 @@ inline V16 ExpV(V16 x) {
   V16 n = __builtin_convertvector(__builtin_convertvector(t, I16), V16);
   n = t < n ? n - 1.0f : n;  // floor
   const I16 bits = (__builtin_convertvector(n, I16) + 127) << 23;
-  return ExpReduced(x, n) * reinterpret_cast<const V16&>(bits);
+  return ExpReduced(x, n) * (V16)bits;  // a vector cast: the same bits, read as floats
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 }  // namespace kiln_rt

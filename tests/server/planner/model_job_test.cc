@@ -96,8 +96,11 @@ TEST_F(ModelJobTest, MambaDecodeRunsEveryTaskThenTheStep) {
     total += tune[i];
   }
   EXPECT_EQ(total, 30);
-  for (int i = 0; i < 9; ++i)  // the expected-gain rule favours the task dominating the step
-    if (i != 7) EXPECT_GT(tune[7], 2 * tune[i]) << i;
+  for (int i = 0; i < 9; ++i) {  // the expected-gain rule favours the task dominating the step
+    if (i != 7) {
+      EXPECT_GT(tune[7], 2 * tune[i]) << i;
+    }
+  }
   EXPECT_DOUBLE_EQ(job->tokens_per_second().measured(), 123);
   EXPECT_DOUBLE_EQ(job->tokens_per_second().baseline_measured(), 45);
   EXPECT_GT(job->tokens_per_second().estimated(), 0);
