@@ -118,6 +118,9 @@ std::vector<OpDef> Defs() {
          s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
          s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
          s.AddKnob("PF", {1, 2, 0}, "prefetch distance in blocks of cached positions (0: none)");
+         if (c.vector_floats == 16)  // AVX-512: its 16-lane vectors, or 8-lane ones
+           s.AddKnob("VEC", {16, 8},
+                     "vector width in floats (8: AVX2-width vectors with AVX-512's 32 registers)");
        },
        [](const v1::Workload& w) {  // the head size, for the vector path's registers
          return std::vector<std::pair<std::string, int64_t>>{{"HD", Dim(w, "D")}};

@@ -1,6 +1,7 @@
 // Every model operator's CPU template, compiled for its safe default and for random
 // configurations, verified against the reference on round and odd shapes; so is its LibTorch
 // baseline. (The differential table of DESIGN.md §10 for the cpu backend.)
+#include <array>
 #include <random>
 
 #include "codegen/cpu/op_templates.h"
@@ -108,13 +109,15 @@ TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 
-// Attention decode's vector path at its corners: prefetch on and off and near a chunk's end,
-// chunks shorter than a block and empty ones (SPLIT=32 over 37 positions), head groups that
-// do not fill the value pass's 4 heads (G=7: 4 + 3) and one head (G=1).
+// Attention decode's vector path at its corners: both vector widths, prefetch on and off and
+// near a chunk's end, chunks shorter than a block and empty ones (SPLIT=32 over 37 positions),
+// head groups that do not fill the value pass's 4 heads (G=7: 4 + 3) and one head (G=1).
 TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
   const char* shapes[] = {"B=1,H=14,KVH=2,D=64,L=37", "B=2,H=32,KVH=8,D=128,L=200",
                           "B=1,H=3,KVH=3,D=32,L=19"};
-  const std::vector<std::pair<int64_t, int64_t>> split_pf = {{1, 0}, {1, 2}, {4, 1}, {32, 2}};
+  // (SPLIT, PF, VEC); VEC only where the chip has AVX-512 (the knob is absent elsewhere).
+  const std::vector<std::array<int64_t, 3>> cases = {
+      {1, 0, 16}, {1, 2, 8}, {4, 1, 16}, {32, 2, 8}, {4, 1, 8}};
   for (const char* shape : shapes) {
     auto w = codegen::ParseWorkload("attention_decode", shape);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -122,9 +125,10 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
     codegen::Config config = codegen::SafeDefaultConfig((*tmpl)->Space(*w, traits));
-    for (const auto& [split, pf] : split_pf) {
+    for (const auto& [split, pf, vec] : cases) {
       config["SPLIT"] = split;
       config["PF"] = pf;
+      if (config.count("VEC")) config["VEC"] = vec;
       auto kernel = (*tmpl)->Render(*w, config, traits);
       ASSERT_TRUE(kernel.ok()) << kernel.status();
       auto compiled = device_->Compile(*kernel);

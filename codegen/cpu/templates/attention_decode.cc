@@ -10,7 +10,8 @@
 // head's work on a block done while the block is in L1 (Chunk below), and prefetches PF blocks
 // ahead. Other ISAs and head sizes take the scalar path, which the compiler vectorizes over D.
 // Knobs: SPLIT (context chunks per kv head), NT (threads over work items), PF (prefetch
-// distance in blocks, 0 = none). Fixed: HD = D.
+// distance in blocks, 0 = none), VEC (AVX-512 chips: 16 or 8 lanes; 8-lane blocks of positions
+// stream better cold on Zen 5). Fixed: HD = D.
 // ABI: kiln_op(dims {B,H,KVH,D,L}, args {q, kcache, vcache, out}, params {scale}).
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +27,10 @@
 #endif
 #ifndef PF
 #define PF 1
+#endif
+#if defined(VEC) && VEC > 0 && VEC < VW  // narrower vectors than the chip's (VW)
+#undef VW
+#define VW VEC
 #endif
 
 #if HD > 0 && HD <= 256 && ((VW == 16 && defined(__AVX512F__)) || \
