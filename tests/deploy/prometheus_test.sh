@@ -23,6 +23,18 @@ prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb"
   --web.listen-address="127.0.0.1:$PPORT" >"$WORK/prometheus.log" 2>&1 &
 PIDS+=($!)
 wait_port "$PPORT" 30 || die "prometheus did not start"
+# Prometheus starts scraping a few seconds after it listens (its discovery updates are
+# throttled): wait until it has scraped both targets, or a short job can end before the first
+# scrape and leave its counters with a single sample, too few for rate().
+for _ in $(seq 1 60); do
+  n=$(python3 -c 'import json, sys, urllib.request
+r = json.load(urllib.request.urlopen(sys.argv[1], timeout=5))["data"]["result"]
+print(sum(x["value"][1] == "1" for x in r))' "http://127.0.0.1:$PPORT/api/v1/query?query=up" \
+    2>/dev/null || echo 0)
+  [ "$n" = 2 ] && break
+  sleep 0.5
+done
+[ "$n" = 2 ] || die "prometheus did not scrape both targets within 30 s"
 job=$(submit --op gemm --shape M=8,N=256,K=128 --chip cpu --budget 4) || die "submit failed"
 kiln watch "$job" >"$WORK/watch.log" 2>&1 || die "the job failed: $(tail -3 "$WORK/watch.log")"
 sleep 4  # a few more scrapes and rule evaluations after the job
