@@ -112,19 +112,12 @@ inline Vec Pow2(Vec n) {
 }
 #endif
 
-// kiln_rt::Exp on a vector (the same Cephes polynomial, lane by lane).
+// kiln_rt::Exp on a vector: the same clamp and reduction, and the runtime's polynomial
+// (kiln_rt::ExpReduced, parallel.h) on this ISA's vector type.
 inline Vec Exp(Vec x) {
   x = Clamp(x, -87.33f, 88.3f);
   const Vec n = Floor(x * Splat(1.44269504088896341f) + Splat(0.5f));
-  x = x - n * Splat(0.693359375f) + n * Splat(2.12194440e-4f);
-  Vec p = Splat(1.9875691500e-4f);
-  p = p * x + Splat(1.3981999507e-3f);
-  p = p * x + Splat(8.3334519073e-3f);
-  p = p * x + Splat(4.1665795894e-2f);
-  p = p * x + Splat(1.6666665459e-1f);
-  p = p * x + Splat(5.0000001201e-1f);
-  p = p * x * x + x + Splat(1.0f);
-  return p * Pow2(n);
+  return kiln_rt::ExpReduced(x, n) * Pow2(n);
 }
 
 // v with the lanes from n on replaced by `fill`.
