@@ -9,6 +9,7 @@
 // the knob's domain): categorical and ordinal at once.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "agent/space_index.h"
@@ -48,24 +49,34 @@ class GpModel {
     double scale = 1;               // prior variance
     double noise = 0.01;
   };
-  double Distance(int k, int a, int b) const;
-  // Covariance for the per-active-knob distances d[0..active)
-  double Cov(const Hyper& h, const double* d) const;
-  // Cholesky of the kernel matrix of the first n = y.size() rows under `h` into `l`, and
-  // alpha = K^-1 y; `d` holds the per-knob distances of row pair (i, j) at (i * ld + j) * active.
-  // Returns the log marginal likelihood (-inf when not positive definite).
-  double Factor(const std::vector<double>& d, int ld, const std::vector<double>& y, const Hyper& h,
-                std::vector<double>* l, std::vector<double>* alpha) const;
+  // exp(-theta_k d_k(a, b)) for every active knob k and value pair, under `h`: the kernel's
+  // per-knob similarities, looked up instead of exponentiated for each row pair.
+  void Similarities(const Hyper& h, std::vector<double>* sim) const;
+  // Covariances of row `a` (its active knobs' values) with `cols` rows whose values are stored
+  // knob-major (the value of knob q of row c at bq[q * stride + c]) into out[0..cols).
+  void KernelRow(const Hyper& h, const std::vector<double>& sim, const int32_t* a,
+                 const int32_t* bq, size_t stride, int cols, double* out) const;
+  // Cholesky factor of the kernel matrix of the first n = y.size() rows of `packed` (active
+  // knobs' values, knob-major with stride `stride`) under `h` into `u` (upper, row-major: U = L^T,
+  // so each column of L is contiguous), and alpha = K^-1 y. Returns the log marginal likelihood
+  // (-inf when not positive definite).
+  double Factor(const std::vector<int32_t>& packed, size_t stride, const std::vector<double>& y,
+                const Hyper& h, std::vector<double>* u, std::vector<double>* alpha) const;
 
   std::vector<int> sizes_;
   bool additive_;
-  std::vector<int> active_;  // knobs with more than one value
+  std::vector<int> active_;   // knobs with more than one value
+  std::vector<int> asize_;    // their domain sizes
+  std::vector<int> offset_;   // where each active knob's value pairs start in a similarity table
+  std::vector<double> dist_;  // d_k(a, b) at offset_[q] + a * size + b
   Hyper h_;
   double loglik_ = 0;
   double prior_var_ = 1;
   double weight_prior_ = 1.0;
-  std::vector<Row> train_;
-  std::vector<double> l_, alpha_;  // Cholesky factor (row-major, lower) and K^-1 y
+  int n_ = 0;                      // rows conditioned on
+  std::vector<int32_t> train_;     // their active knobs' values, row after row
+  std::vector<double> sim_;        // the fitted kernel's similarities
+  std::vector<double> u_, alpha_;  // Cholesky factor (U = L^T, row-major) and K^-1 y
 };
 
 }  // namespace kiln::agent

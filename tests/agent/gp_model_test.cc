@@ -1,6 +1,7 @@
 // The screen's Gaussian-process surrogate: kernel weights fitted to the data, calibrated spread.
 #include "agent/policy/gp_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -100,6 +101,63 @@ TEST(GpModel, DuplicateRowsWithDifferentTargetsDoNotBreakTheFit) {
     EXPECT_TRUE(std::isfinite(sd[i]));
   }
   EXPECT_NEAR(mean[0], 0.0, 0.5);  // the two contradicting measurements average out
+}
+
+// The posterior against a direct computation: with the kernel weights left as constructed (no
+// tuning) the product kernel is exp(-0.5 sum_k d_k) and the noise 0.01, so mean = k*' K^-1 y and
+// var = 1 - k*' K^-1 k* can be solved densely here. Rows are predicted in blocks inside the
+// model: 150 rows cross a block boundary, and each must match the same row predicted alone.
+TEST(GpModel, PosteriorMatchesADenseSolveAndDoesNotDependOnBatching) {
+  const std::vector<int> sizes = {4, 8, 3};
+  std::vector<Row> rows;
+  std::vector<double> y;
+  Sample(20, &rows, &y);
+  GpModel gp(sizes);
+  gp.Fit(rows, y, /*tune=*/false);
+  auto dist = [&](int k, int a, int b) {
+    return a == b ? 0.0 : 0.5 + 0.5 * std::abs(a - b) / (sizes[k] - 1.0);
+  };
+  auto cov = [&](const Row& a, const Row& b) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) s += 0.5 * dist(k, a[k], b[k]);
+    return std::exp(-s);
+  };
+  const int n = static_cast<int>(rows.size());
+  // Gauss-Jordan on [K | y | k*...] for every query row at once.
+  const std::vector<Row> all = AllRows();
+  std::vector<Row> query = all;
+  query.insert(query.end(), all.begin(), all.begin() + 54);  // 150 rows
+  const int q = static_cast<int>(query.size());
+  std::vector<std::vector<double>> a(n, std::vector<double>(n + 1 + q));
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) a[i][j] = cov(rows[i], rows[j]) + (i == j ? 0.01 : 0.0);
+    a[i][n] = y[i];
+    for (int c = 0; c < q; ++c) a[i][n + 1 + c] = cov(rows[i], query[c]);
+  }
+  for (int p = 0; p < n; ++p) {
+    for (int i = 0; i < n; ++i) {
+      if (i == p) continue;
+      const double f = a[i][p] / a[p][p];
+      for (size_t j = p; j < a[i].size(); ++j) a[i][j] -= f * a[p][j];
+    }
+  }
+  std::vector<float> mean, sd;
+  gp.Predict(query, &mean, &sd);
+  ASSERT_EQ(mean.size(), query.size());
+  for (int c = 0; c < q; ++c) {
+    double mu = 0, kk = 0;
+    for (int i = 0; i < n; ++i) {
+      const double ks = cov(rows[i], query[c]);
+      mu += ks * a[i][n] / a[i][i];
+      kk += ks * a[i][n + 1 + c] / a[i][i];
+    }
+    EXPECT_NEAR(mean[c], mu, 1e-4) << "row " << c;
+    EXPECT_NEAR(sd[c], std::sqrt(std::max(1e-9, 1 - kk)), 1e-4) << "row " << c;
+    std::vector<float> one_mean, one_sd;
+    gp.Predict({query[c]}, &one_mean, &one_sd);
+    EXPECT_EQ(one_mean[0], mean[c]);
+    EXPECT_EQ(one_sd[0], sd[c]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ProductAndAdditive, GpKernels, ::testing::Bool());
