@@ -193,16 +193,22 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
       return p;
     };
     best -= penalty(h_);
+    bool moved = false;
     auto consider = [&](const Hyper& h) {
       double ll = Factor(packed, n, tt, h, &l, &alpha) - penalty(h);
       if (ll > best + 1e-9) {
         best = ll;
         h_ = h;
+        moved = true;
       }
     };
+    // Coordinate ascent; a value equal to the current one cannot improve, and a sweep that moved
+    // nothing would be repeated exactly by the next.
     for (int sweep = 0; sweep < kSweeps; ++sweep) {
+      moved = false;
       for (int k : active_)
         for (double v : kThetaGrid) {
+          if (v == h_.theta[k]) continue;
           Hyper h = h_;
           h.theta[k] = v;
           consider(h);
@@ -214,16 +220,19 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
           consider(h);
         }
         for (double v : kScaleGrid) {
+          if (v == h_.scale) continue;
           Hyper h = h_;
           h.scale = v;
           consider(h);
         }
       }
       for (double v : kNoiseGrid) {
+        if (v == h_.noise) continue;
         Hyper h = h_;
         h.noise = v;
         consider(h);
       }
+      if (!moved) break;
     }
   }
   Hyper h = h_;
