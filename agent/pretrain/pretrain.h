@@ -30,8 +30,11 @@ struct PretrainOptions {
 
 // Trains one cost model on every set (ranking within each set) and the policy's shared network
 // to put mass on each set's fastest configurations, then writes a checkpoint any job can start
-// from ("policy:PATH"). Progress and per-set rank accuracy go to `log` when given.
+// from ("policy:PATH"). Progress and per-set rank accuracy go to `log` when given, and for each
+// of `held_out` (sets not trained on) how well the trained cost model ranks it: whether the
+// checkpoint will help a job on that space.
 absl::Status Pretrain(const std::vector<TrainingSet>& sets, const PretrainOptions& options,
-                      const std::string& out_path, std::ostream* log = nullptr);
+                      const std::string& out_path, std::ostream* log = nullptr,
+                      const std::vector<TrainingSet>& held_out = {});
 
 }  // namespace kiln::agent

@@ -19,13 +19,15 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln-agent pretrain --data FILE... [--out PATH] [--cost-steps N] [--policy-steps N]\n"
-    "                           [--seed S]\n"
+    "                           [--seed S] [--eval FILE...]\n"
     "  Pre-trains the policy network and cost model for transfer; a job starts from the result\n"
     "  with --strategy policy:PATH (or policy:NAME for NAME.pt in the model directory).\n"
     "  FILE: a Kernel Tuner cache file (JSON), Kiln tuning records (JSON Lines of\n"
     "  kiln.v1.TuningRecord, or {\"records\": [...]}), or a coordinator's SQLite store (*.db),\n"
     "  whose records train one set per workload and chip type.\n"
-    "  --out defaults to $KILN_MODEL_DIR/pretrained.pt.\n";
+    "  --out defaults to $KILN_MODEL_DIR/pretrained.pt.\n"
+    "  --eval: sets not trained on; for each, how well the trained cost model ranks it (rank\n"
+    "  accuracy, and where its favourite configurations fall in the set's true order).\n";
 
 using kiln::hardware::ReplaySet;
 
@@ -69,10 +71,10 @@ kiln::agent::TrainingSet ToTrainingSet(const ReplaySet& set) {
 }
 
 int Pretrain(const std::vector<std::string>& args) {
-  std::vector<std::string> data;
+  std::vector<std::string> data, eval;
   std::string out;
   kiln::agent::PretrainOptions o;
-  bool in_data = false;
+  std::vector<std::string>* in_list = nullptr;  // --data or --eval, while taking their files
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto number = [&](auto* dst) {
@@ -81,8 +83,8 @@ int Pretrain(const std::vector<std::string>& args) {
         std::exit(2);
       }
     };
-    if (a == "--data") {
-      in_data = true;
+    if (a == "--data" || a == "--eval") {
+      in_list = a == "--data" ? &data : &eval;
       continue;
     }
     if (a == "-h" || a == "--help") {
@@ -97,14 +99,14 @@ int Pretrain(const std::vector<std::string>& args) {
       number(&o.policy_steps);
     } else if (a == "--seed") {
       number(&o.seed);
-    } else if (in_data && !absl::StartsWith(a, "--")) {
-      data.push_back(a);
+    } else if (in_list && !absl::StartsWith(a, "--")) {
+      in_list->push_back(a);
       continue;
     } else {
       std::fprintf(stderr, "kiln-agent pretrain: unexpected %s\n%s", a.c_str(), kUsage);
       return 2;
     }
-    in_data = false;
+    in_list = nullptr;
   }
   if (data.empty()) {
     std::fprintf(stderr, "kiln-agent pretrain: --data needs at least one file\n%s", kUsage);
@@ -117,23 +119,29 @@ int Pretrain(const std::vector<std::string>& args) {
     }
     out = kiln::agent::ModelDirectory() + "/pretrained.pt";
   }
-  std::vector<kiln::agent::TrainingSet> sets;
-  for (const auto& path : data) {
-    auto loaded = absl::EndsWith(path, ".db")
-                      ? FromStore(path)
-                      : [&]() -> absl::StatusOr<std::vector<std::shared_ptr<const ReplaySet>>> {
-      auto s = kiln::hardware::LoadReplaySet(path);
-      if (!s.ok()) return s.status();
-      return std::vector<std::shared_ptr<const ReplaySet>>{*s};
-    }();
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "kiln-agent pretrain: %s\n",
-                   std::string(loaded.status().message()).c_str());
-      return 1;
+  // Every file of `paths` as training sets (a store gives one per workload and chip type).
+  auto load = [](const std::vector<std::string>& paths,
+                 std::vector<kiln::agent::TrainingSet>* sets) {
+    for (const auto& path : paths) {
+      auto loaded = absl::EndsWith(path, ".db")
+                        ? FromStore(path)
+                        : [&]() -> absl::StatusOr<std::vector<std::shared_ptr<const ReplaySet>>> {
+        auto s = kiln::hardware::LoadReplaySet(path);
+        if (!s.ok()) return s.status();
+        return std::vector<std::shared_ptr<const ReplaySet>>{*s};
+      }();
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "kiln-agent pretrain: %s\n",
+                     std::string(loaded.status().message()).c_str());
+        return false;
+      }
+      for (const auto& s : *loaded) sets->push_back(ToTrainingSet(*s));
     }
-    for (const auto& s : *loaded) sets.push_back(ToTrainingSet(*s));
-  }
-  auto status = kiln::agent::Pretrain(sets, o, out, &std::cerr);
+    return true;
+  };
+  std::vector<kiln::agent::TrainingSet> sets, held_out;
+  if (!load(data, &sets) || !load(eval, &held_out)) return 1;
+  auto status = kiln::agent::Pretrain(sets, o, out, &std::cerr, held_out);
   if (!status.ok()) {
     std::fprintf(stderr, "kiln-agent pretrain: %s\n", std::string(status.message()).c_str());
     return 1;
