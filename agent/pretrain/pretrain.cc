@@ -58,20 +58,33 @@ absl::Status Prepare(const TrainingSet& set, const PretrainOptions& o, Prepared*
   return absl::OkStatus();
 }
 
-// Share of ordered pairs of OK rows the model ranks correctly (a sample of pairs).
-double RankAccuracy(const CostModel& m, const Prepared& p, std::mt19937_64& rng) {
-  const int n = static_cast<int>(p.y.size());
-  std::vector<float> mean;
-  m.Predict(p.x.data(), n, &mean, nullptr);
-  std::uniform_int_distribution<int> u(0, n - 1);
+// Share of sampled pairs of `rows` (OK rows of `p`) that the predictions `mean` order as measured.
+double PairAccuracy(const std::vector<float>& mean, const Prepared& p, const std::vector<int>& rows,
+                    std::mt19937_64& rng) {
+  if (rows.size() < 2) return 0;
+  std::uniform_int_distribution<size_t> u(0, rows.size() - 1);
   int agree = 0, pairs = 0;
   for (int t = 0; t < 20000 && pairs < 5000; ++t) {
-    int i = u(rng), j = u(rng);
-    if (!p.ok[i] || !p.ok[j] || p.y[i] == p.y[j]) continue;
+    const int i = rows[u(rng)], j = rows[u(rng)];
+    if (p.y[i] == p.y[j]) continue;
     ++pairs;
     agree += (p.y[i] < p.y[j]) == (mean[i] < mean[j]);
   }
   return pairs ? static_cast<double>(agree) / pairs : 0;
+}
+
+std::vector<int> OkRows(const Prepared& p) {
+  std::vector<int> ok;
+  for (int i = 0; i < static_cast<int>(p.y.size()); ++i)
+    if (p.ok[i]) ok.push_back(i);
+  return ok;
+}
+
+// Share of ordered pairs of OK rows the model ranks correctly (a sample of pairs).
+double RankAccuracy(const CostModel& m, const Prepared& p, std::mt19937_64& rng) {
+  std::vector<float> mean;
+  m.Predict(p.x.data(), static_cast<int>(p.y.size()), &mean, nullptr);
+  return PairAccuracy(mean, p, OkRows(p), rng);
 }
 
 // How a cost model ranks a set it was not trained on, as a search would feel it: rank accuracy
@@ -81,26 +94,13 @@ std::string HeldOutReport(const CostModel& m, const Prepared& p, std::mt19937_64
   const int n = static_cast<int>(p.y.size());
   std::vector<float> mean;
   m.Predict(p.x.data(), n, &mean, nullptr);
-  std::vector<int> ok;
-  for (int i = 0; i < n; ++i)
-    if (p.ok[i]) ok.push_back(i);
+  const std::vector<int> ok = OkRows(p);
   std::vector<int> by_true = ok, by_model = ok;
   std::sort(by_true.begin(), by_true.end(), [&](int a, int b) { return p.y[a] < p.y[b]; });
   std::sort(by_model.begin(), by_model.end(), [&](int a, int b) { return mean[a] < mean[b]; });
   std::vector<double> percentile(n, 1.0);
   for (size_t r = 0; r < by_true.size(); ++r) percentile[by_true[r]] = 100.0 * r / by_true.size();
-  auto accuracy = [&](const std::vector<int>& rows) {
-    if (rows.size() < 2) return 0.0;
-    std::uniform_int_distribution<size_t> u(0, rows.size() - 1);
-    int agree = 0, pairs = 0;
-    for (int t = 0; t < 20000 && pairs < 5000; ++t) {
-      const int i = rows[u(rng)], j = rows[u(rng)];
-      if (p.y[i] == p.y[j]) continue;
-      ++pairs;
-      agree += (p.y[i] < p.y[j]) == (mean[i] < mean[j]);
-    }
-    return pairs ? static_cast<double>(agree) / pairs : 0.0;
-  };
+  auto accuracy = [&](const std::vector<int>& rows) { return PairAccuracy(mean, p, rows, rng); };
   const std::vector<int> top(by_true.begin(),
                              by_true.begin() + std::max<size_t>(2, by_true.size() / 10));
   const size_t fav = std::min<size_t>(16, by_model.size());
