@@ -33,8 +33,8 @@
 #define VW VEC
 #endif
 
-#if HD > 0 && HD <= 256 && ((VW == 16 && defined(__AVX512F__)) || \
-                            (VW == 8 && defined(__AVX2__) && defined(__FMA__)))
+#if HD > 0 && HD <= 256 && \
+    ((VW == 16 && defined(__AVX512F__)) || (VW == 8 && defined(__AVX2__) && defined(__FMA__)))
 #define KILN_VECTOR_PATH (HD % VW == 0)
 #else
 #define KILN_VECTOR_PATH 0
@@ -70,7 +70,9 @@ inline float Sum(Vec v) { return _mm512_reduce_add_ps(v); }
 inline Vec Clamp(Vec v, float lo, float hi) {
   return _mm512_min_ps(_mm512_max_ps(v, Splat(lo)), Splat(hi));
 }
-inline Vec Floor(Vec v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+inline Vec Floor(Vec v) {
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
 inline Vec Pow2(Vec n) {  // 2^n for integral n in [-127, 128)
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
@@ -146,12 +148,31 @@ inline void PrefetchRow(const float* r, int floats) {
 #endif
 }
 
+// Lane j: the dot product of the query row qr with row j of a full block of VW cached rows kb.
+// The head dimension is the outer loop: VW independent accumulators and one query vector in
+// registers, every FMA taking its key vector straight from L1.
+inline Vec BlockScores(const float* qr, const float* kb) {
+  Vec dot[VW];
+  const Vec q0 = Load(qr);
+#pragma GCC unroll 16
+  for (int j = 0; j < VW; ++j) dot[j] = q0 * Load(kb + j * HD);
+#pragma GCC unroll 16
+  for (int c = 1; c < kRow; ++c) {
+    const Vec qc = Load(qr + c * VW);
+#pragma GCC unroll 16
+    for (int j = 0; j < VW; ++j) dot[j] = Fma(qc, Load(kb + j * HD + c * VW), dot[j]);
+  }
+  return SumEach(dot);
+}
+
 // Positions [l0, l1) of one kv head for its G query heads (qg: G rows of HD); p: per head
 // acc[HD], max, sum, written here. Two passes, each streaming its cache once, block by block,
 // every head's work on a block done while the block is in L1:
 //   scores: VW dot products per head accumulate as vectors over the head dimension and one
-//     transpose-add tree reduces them together (no horizontal sum per position); the chunk's
-//     scores are kept (S: G rows of ld) with a lane-wise running maximum per head;
+//     transpose-add tree reduces them together (no horizontal sum per position; BlockScores);
+//     a partial last block is copied into a zero-padded one first, so every block takes the
+//     same branch-free code; the chunk's scores are kept (S: G rows of ld) with a lane-wise
+//     running maximum per head;
 //   softmax: one exponentiation of each score against the chunk's maximum (no rescaling);
 //   values: GB heads x DH vectors of accumulators stay in registers while the block's value rows
 //     stream in, each row vector feeding GB FMAs.
@@ -160,24 +181,26 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
            float* p, float* S, float* top) {
   const long n = l1 > l0 ? l1 - l0 : 0, nb = (n + VW - 1) / VW, ld = nb * VW;
   for (long g = 0; g < G; ++g) Store(top + g * VW, Splat(-INFINITY));
+  alignas(64) float tail[VW * HD];  // the last, partial block's rows, zero-padded
   for (long b = 0; b < nb; ++b) {
     const long l = l0 + b * VW;
     const int m = l1 - l < VW ? (int)(l1 - l) : VW;
     const float* kb = K + l * HD;
-    const bool ahead = PF > 0 && l + PF * VW < l1;
+    if (m < VW) {
+      memcpy(tail, kb, sizeof(float) * m * HD);
+      memset(tail + m * HD, 0, sizeof(float) * (VW - m) * HD);
+      kb = tail;
+    }
+    const float* ahead = PF > 0 && l + PF * VW < l1 ? K + (l + PF * VW) * HD : nullptr;
+    const long ahead_lines = ahead ? (l1 - l - PF * VW < VW ? l1 - l - PF * VW : VW) * HD / 16 : 0;
     for (long g = 0; g < G; ++g) {
-      Vec qv[kRow], dot[VW];
-      for (int c = 0; c < kRow; ++c) qv[c] = Load(qg + g * HD + c * VW);
-#pragma GCC unroll 16
-      for (int j = 0; j < VW; ++j) {  // unrolled: VW independent chains (rows past m re-read row
-        const float* kr = kb + (j < m ? j : m - 1) * HD;  // m-1; their scores are masked)
-        if (g == 0 && ahead) PrefetchRow(kr + PF * VW * HD, HD);
-        Vec a = qv[0] * Load(kr);
-        for (int c = 1; c < kRow; ++c) a = Fma(qv[c], Load(kr + c * VW), a);
-        dot[j] = a;
+      // The block PF ahead is requested a head's share at a time, spread over the block's work.
+      if (ahead) {
+        const long from = g * ahead_lines / G, to = (g + 1) * ahead_lines / G;
+        PrefetchRow(ahead + from * 16, (int)((to - from) * 16));
       }
       float* s = S + g * ld + b * VW;
-      const Vec sv = KeepFirst(SumEach(dot) * Splat(scale), m, -INFINITY, s);
+      const Vec sv = KeepFirst(BlockScores(qg + g * HD, kb) * Splat(scale), m, -INFINITY, s);
       Store(s, sv);
       Store(top + g * VW, MaxV(Load(top + g * VW), sv));
     }
@@ -188,7 +211,8 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
     const float mx = n > 0 ? Max(Load(top + g * VW)) : -INFINITY;
     Vec sum = Splat(0.0f);
     for (long b = 0; b < nb; ++b) {
-      const Vec e = KeepFirst(Exp(Load(s + b * VW) - Splat(mx)), (int)(n - b * VW), 0.0f, s + b * VW);
+      const Vec e =
+          KeepFirst(Exp(Load(s + b * VW) - Splat(mx)), (int)(n - b * VW), 0.0f, s + b * VW);
       Store(s + b * VW, e);
       sum = sum + e;
     }
