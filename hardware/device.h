@@ -19,7 +19,8 @@ struct MeasureOptions {
   int max_samples = 200;
   uint64_t seed = 1;
   // Racing: > 0 stops timing once the median's 95% confidence interval lies wholly above it
-  // (the configuration cannot be the new best); the measurement is marked raced.
+  // (the configuration cannot be the new best; the measurement is marked raced) or wholly below
+  // it (surely the new best, which the coordinator re-measures in full; marked raced_ahead).
   double race_us = 0;
 };
 

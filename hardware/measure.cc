@@ -39,6 +39,9 @@ std::pair<double, double> MedianInterval(const std::vector<double>& sorted) {
 
 }  // namespace
 
+// Racing's early exit for a configuration far slower than the best (see TimeRepeated).
+constexpr double kFarBehind = 1.5;
+
 v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
                              const MeasureOptions& opts) {
   const auto start = Clock::now();
@@ -51,7 +54,7 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
   for (int i = 0; i < opts.warmup; ++i) run_next();
 
   std::vector<double> samples;
-  bool raced = false;
+  bool raced = false, raced_ahead = false;
   const int max_samples = std::max(1, opts.max_samples);
   while (true) {
     const auto t0 = Clock::now();
@@ -60,6 +63,14 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
     samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (static_cast<int>(samples.size()) >= max_samples) break;
     if (Seconds(start, t1) >= opts.max_seconds) break;
+    // Far behind the best: timing noise on a CPU makes runs slower, never much faster, so once
+    // every run, two at least, took kFarBehind times the best's median the configuration cannot
+    // be the new best, and a slow kernel is not timed to the cap.
+    if (opts.race_us > 0 && samples.size() >= 2 &&
+        *std::min_element(samples.begin(), samples.end()) > kFarBehind * opts.race_us) {
+      raced = true;
+      break;
+    }
     if (static_cast<int>(samples.size()) >= opts.min_samples) {
       std::vector<double> sorted = samples;
       std::sort(sorted.begin(), sorted.end());
@@ -69,11 +80,16 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
         raced = true;
         break;
       }
+      if (opts.race_us > 0 && hi < opts.race_us) {  // surely a new best: the coordinator times
+        raced_ahead = true;                         // it again in full (a REMEASURE trial)
+        break;
+      }
     }
   }
   v1::Measurement m;
   m.set_status(v1::OK);
   m.set_raced(raced);
+  m.set_raced_ahead(raced_ahead);
   for (double s : samples) m.add_samples_us(s);
   Summarize(&m);
   m.set_measure_seconds(Seconds(start, Clock::now()));

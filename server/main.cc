@@ -15,7 +15,8 @@ constexpr char kUsage[] =
     "                        [--metrics-listen HOST:PORT] [--port-file FILE]\n"
     "                        [--lease-ttl-ms MS] [--heartbeat-ms MS] [--no-racing]\n"
     "--no-racing: time every tuning trial fully (by default a trial stops timing once its\n"
-    "             median's 95% interval lies above the task's best median)\n"
+    "             median's 95% interval lies wholly above or below the task's best median;\n"
+    "             a new best is then re-measured in full)\n"
     "defaults: --listen 127.0.0.1:50051 --data-dir ./kiln-data --metrics-listen 0.0.0.0:9464\n";
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -216,8 +217,11 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         t->set_worker_id(worker.id());
         t->set_lease_expires_unix_ms(clock_->NowMs() + options_.lease_ttl_ms);
         if (t->kind() == v1::TUNE && options_.racing) {  // race against the task's best so far
+          // With no best yet, any result is one (+infinity): the trial is timed briefly, and its
+          // re-measurement, as for every new best, in full.
           const v1::TaskResult& task = job->job.tasks(t->task_index());
-          t->set_race_us(task.has_best() ? task.best().median_us() : 0);
+          t->set_race_us(task.has_best() ? task.best().median_us()
+                                         : std::numeric_limits<double>::infinity());
         }
         batch.trials.push_back(*t);
         *out.add_trials() = *t;

@@ -69,20 +69,46 @@ TEST(TimeRepeatedTest, NoisyRunsContinueToMaxSamples) {
   EXPECT_EQ(m.samples_us_size(), 40);
 }
 
-TEST(TimeRepeatedTest, RacingStopsWhatIsSurelySlowerThanTheBest) {
+TEST(TimeRepeatedTest, RacingStopsWhatIsSurelySlowerOrSurelyFasterThanTheBest) {
   MeasureOptions opts;
   opts.max_samples = 40;
   opts.max_seconds = 10;
-  opts.race_us = 50;  // the best so far: 50 us; these runs take 100-300 us
   int calls = 0;
-  v1::Measurement m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 300 : 100); }, 1, opts);
+  auto noisy = [&](int) { Spin(calls++ % 2 ? 300 : 100); };  // 100 / 300 us, alternating
+  opts.race_us = 80;  // the best so far: 80 us; these runs take 100-300 us
+  v1::Measurement m = TimeRepeated(noisy, 1, opts);
+  EXPECT_TRUE(m.raced());
+  EXPECT_FALSE(m.raced_ahead());
+  EXPECT_EQ(m.samples_us_size(), opts.min_samples);
+  opts.race_us = 1e6;  // a best far slower: surely a new best, re-measured in full elsewhere
+  calls = 0;
+  m = TimeRepeated(noisy, 1, opts);
+  EXPECT_FALSE(m.raced());
+  EXPECT_TRUE(m.raced_ahead());
+  EXPECT_EQ(m.samples_us_size(), opts.min_samples);
+  opts.race_us = 200;  // inside the spread: neither side is sure, the runs go to max_samples
+  calls = 0;
+  m = TimeRepeated(noisy, 1, opts);
+  EXPECT_FALSE(m.raced());
+  EXPECT_FALSE(m.raced_ahead());
+  EXPECT_EQ(m.samples_us_size(), 40);
+}
+
+TEST(TimeRepeatedTest, RacingStopsAfterTwoRunsFarBehindTheBest) {
+  MeasureOptions opts;
+  opts.warmup = 0;
+  opts.max_samples = 40;
+  opts.max_seconds = 10;
+  opts.race_us = 100;  // these runs take 300-600 us: two of them are enough
+  int calls = 0;
+  v1::Measurement m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 600 : 300); }, 1, opts);
+  EXPECT_TRUE(m.raced());
+  EXPECT_EQ(m.samples_us_size(), 2);
+  opts.race_us = 250;  // 300 us is not far enough behind: racing waits for min_samples
+  calls = 0;
+  m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 600 : 300); }, 1, opts);
   EXPECT_TRUE(m.raced());
   EXPECT_EQ(m.samples_us_size(), opts.min_samples);
-  opts.race_us = 1e6;  // a best far slower: no early stop, the noisy runs go to max_samples
-  calls = 0;
-  m = TimeRepeated([&](int) { Spin(calls++ % 2 ? 300 : 100); }, 1, opts);
-  EXPECT_FALSE(m.raced());
-  EXPECT_EQ(m.samples_us_size(), 40);
 }
 
 TEST(TimeRepeatedTest, TimeCapStopsLongRuns) {
