@@ -146,7 +146,8 @@ class PolicyStrategy final : public Strategy {
   bool Next(Row* r) {
     const int initial = std::max(warm_ ? o_.initial_warm : o_.initial, fill_until_);
     if (static_cast<int>(ledger_.num_seen()) < initial)
-      return SpaceFilling(ledger_, chosen_, 64, rng_, r) || ledger_.RandomUnseen(rng_, r);
+      return Unbiased(SpaceFilling(ledger_, chosen_, 64, rng_, r) || ledger_.RandomUnseen(rng_, r),
+                      *r);
     if (!learned_) Learn();
     if (!flips_ranked_) RankFlips();
     while (!flips_.empty()) {
@@ -155,7 +156,7 @@ class PolicyStrategy final : public Strategy {
       if (!ledger_.Seen(*r)) return true;
     }
     double dice = std::uniform_real_distribution<>(0, 1)(rng_);
-    if (dice < o_.explore_uniform && ledger_.RandomUnseen(rng_, r)) return true;
+    if (dice < o_.explore_uniform && ledger_.RandomUnseen(rng_, r)) return Unbiased(true, *r);
     if (dice < o_.explore_uniform + o_.explore) {
       std::vector<Row> d = sampler_.Draw(1, ledger_, rng_);
       if (!d.empty()) {
@@ -171,7 +172,14 @@ class PolicyStrategy final : public Strategy {
       }
       Refresh();
     }
-    return ledger_.RandomUnseen(rng_, r);
+    return Unbiased(ledger_.RandomUnseen(rng_, r), *r);
+  }
+
+  // Notes a row picked without the models (space filling or uniform): such rows decide whether
+  // the prior's weight is trusted (PolicyOptions::prior_fit), free of the screen's selection.
+  bool Unbiased(bool picked, const Row& r) {
+    if (picked) unbiased_.insert(index_->Code(r));
+    return picked;
   }
 
   // A configuration with one knob left out: measured rows sharing it crowd that line.
@@ -230,8 +238,9 @@ class PolicyStrategy final : public Strategy {
   double progress_best_ = 1e300;  // the best log latency that counted as a 1% improvement
   size_t saved_at_ = 0;
   std::vector<Row> chosen_;
-  std::vector<float> x_;       // features of every result, in ledger order
-  std::vector<uint8_t> mask_;  // results x members: which members train on which result
+  std::unordered_set<uint64_t> unbiased_;  // codes of rows picked without the models
+  std::vector<float> x_;                   // features of every result, in ledger order
+  std::vector<uint8_t> mask_;              // results x members: which members train on which result
   int refreshes_ = 0;
   std::vector<PpoSample> samples_;
   std::unordered_map<uint64_t, float> old_logp_, predicted_;
@@ -358,11 +367,38 @@ void PolicyStrategy::FitPriorWeight(const std::vector<Row>& rows, std::vector<do
   }
   std::vector<float> p(n);
   for (int i = 0; i < n; ++i) p[i] = prior_cache_.at(index_->Code(rows[i]));
-  double mp = 0, my = 0;
-  for (int i = 0; i < n; ++i) mp += p[i] / n, my += (*y)[i] / n;
-  double sxy = 0, sxx = 0;
-  for (int i = 0; i < n; ++i) sxy += (p[i] - mp) * ((*y)[i] - my), sxx += (p[i] - mp) * (p[i] - mp);
-  prior_weight_ = std::max(0.0, sxy / (sxx + o_.prior_ridge * std::max(sxx / n, 1e-6)));
+  // Least squares of y on p over the rows in `use`, shrunk toward 0 (never negative); also the
+  // rows' mean prediction and the correlation of y with p.
+  struct Fit {
+    double weight = 0, mean_p = 0, corr = 0;
+    int rows = 0;
+  };
+  auto fit = [&](auto use) {
+    Fit f;
+    double my = 0;
+    for (int i = 0; i < n; ++i)
+      if (use(i)) f.mean_p += p[i], my += (*y)[i], ++f.rows;
+    if (f.rows == 0) return f;
+    f.mean_p /= f.rows, my /= f.rows;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; ++i) {
+      if (!use(i)) continue;
+      const double dp = p[i] - f.mean_p, dy = (*y)[i] - my;
+      sxy += dp * dy, sxx += dp * dp, syy += dy * dy;
+    }
+    f.weight = std::max(0.0, sxy / (sxx + o_.prior_ridge * std::max(sxx / f.rows, 1e-6)));
+    f.corr = sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0;
+    return f;
+  };
+  const Fit all = fit([](int) { return true; });
+  prior_weight_ = all.weight;
+  if (o_.prior_fit) {
+    // (PolicyOptions::prior_fit: the unbiased rows decide whether the prior ranks this task.)
+    const Fit free = fit([&](int i) { return unbiased_.count(index_->Code(rows[i])) > 0; });
+    const bool ranks = free.rows >= std::max(2, o_.prior_fit_min) && free.corr > o_.prior_fit_corr;
+    prior_weight_ = !ranks ? 0.0 : o_.prior_fit == 2 ? all.weight : free.weight;
+  }
+  const double mp = all.mean_p;
   prior_offset_ = mp;
   for (int i = 0; i < n; ++i) (*y)[i] -= prior_weight_ * (p[i] - mp);
   Report(kPriorWeight, prior_weight_);
@@ -485,6 +521,12 @@ absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
       o->kappa = v;
     else if (k == "explore_uniform")
       o->explore_uniform = v;
+    else if (k == "prior_fit")
+      o->prior_fit = v;
+    else if (k == "prior_fit_min")
+      o->prior_fit_min = v;
+    else if (k == "prior_fit_corr")
+      o->prior_fit_corr = v;
     else if (k == "bootstrap")
       o->bootstrap = v;
     else if (k == "thompson")

@@ -273,6 +273,25 @@ TEST_F(WarmStartTest, PriorMeanWeighsThePriorByHowItRanksThisTask) {
   EXPECT_GT(like->seen[kPriorWeight], 0.1);
 }
 
+// The weight is trusted only once the rows picked without the models (the 10 space-filling
+// ones here) show the prior ranks the task: with fewer of them than prior_fit_min, even a prior
+// from the same landscape gets no weight; ungated (prior_fit=0) it gets one.
+TEST_F(WarmStartTest, PriorWeightIsFittedOnRowsPickedWithoutTheModels) {
+  double tile = 0;
+  PolicyOptions gated;
+  gated.prior_fit_min = 50;  // more than the 10 space-filling rows of 20 trials
+  auto none = std::make_shared<Recorder>();
+  Run("warm", gated, /*large_fast=*/true, 20, none, &tile);
+  ASSERT_TRUE(none->seen.count(kPriorWeight));
+  EXPECT_EQ(none->seen[kPriorWeight], 0);
+  PolicyOptions all;
+  all.prior_fit = 0;
+  auto some = std::make_shared<Recorder>();
+  Run("warm", all, /*large_fast=*/true, 20, some, &tile);
+  ASSERT_TRUE(some->seen.count(kPriorWeight));
+  EXPECT_GT(some->seen[kPriorWeight], 0.1);
+}
+
 // prior_mean=0 loads both networks; its trust check drops a prior that ranks backwards (restarts
 // cold, still finds the optimum) and keeps one from the same landscape.
 TEST_F(WarmStartTest, LoadedNetworksAreDroppedWhenThePriorRanksBackwards) {
