@@ -392,11 +392,10 @@ void PolicyStrategy::FitPriorWeight(const std::vector<Row>& rows, std::vector<do
   };
   const Fit all = fit([](int) { return true; });
   prior_weight_ = all.weight;
-  if (o_.prior_fit) {
-    // (PolicyOptions::prior_fit: the unbiased rows decide whether the prior ranks this task.)
+  if (o_.prior_fit) {  // the unbiased rows decide whether the prior ranks this task
     const Fit free = fit([&](int i) { return unbiased_.count(index_->Code(rows[i])) > 0; });
-    const bool ranks = free.rows >= std::max(2, o_.prior_fit_min) && free.corr > o_.prior_fit_corr;
-    prior_weight_ = !ranks ? 0.0 : o_.prior_fit == 2 ? all.weight : free.weight;
+    if (free.rows < std::max(2, o_.prior_fit_min) || free.corr <= o_.prior_fit_corr)
+      prior_weight_ = 0;
   }
   const double mp = all.mean_p;
   prior_offset_ = mp;

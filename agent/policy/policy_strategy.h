@@ -56,11 +56,10 @@ struct PolicyOptions {
   double prior_ridge = 4;  // the weight's shrinkage, in units of the predictions' variance
   // Which results the weight trusts. The screen measures the prior's favourites, and among them
   // a prior can look right where it is wrong over the space; rows picked without the models
-  // (space filling, uniform exploration) are an unbiased sample. 2: the weight is fitted on every
-  // result, but only once the unbiased rows (at least prior_fit_min) correlate with the prior by
-  // more than prior_fit_corr, else it is 0; 1: fitted on the unbiased rows alone, under the same
-  // gate; 0: fitted on every result, no gate.
-  int prior_fit = 2;
+  // (space filling, uniform exploration) are an unbiased sample. 1: the weight, fitted on every
+  // result, counts only once the unbiased rows (at least prior_fit_min) correlate with the prior
+  // by more than prior_fit_corr, else it is 0; 0: no such gate.
+  int prior_fit = 1;
   int prior_fit_min = 6;
   double prior_fit_corr = 0.3;
 };
