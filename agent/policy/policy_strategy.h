@@ -62,6 +62,9 @@ struct PolicyOptions {
   int prior_fit = 1;
   int prior_fit_min = 6;
   double prior_fit_corr = 0.3;
+  // The prior's predictions floored at this quantile of a uniform sample of the space (flat over
+  // its predicted fastest share, where a prior from other spaces ranks at chance); 0: off.
+  double prior_clip = 0.1;
 };
 // Reads overrides such as "kappa=1,explore=0.05" (for experiments; unknown keys are errors).
 absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o);

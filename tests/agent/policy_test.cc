@@ -292,6 +292,24 @@ TEST_F(WarmStartTest, PriorWeightIsFittedOnRowsPickedWithoutTheModels) {
   EXPECT_GT(some->seen[kPriorWeight], 0.1);
 }
 
+// The prior is flat over its predicted fastest prior_clip share of the space: a tenth keeps its
+// ranking of the rest (weight > 0), the whole space leaves nothing to rank by (weight 0).
+TEST_F(WarmStartTest, PriorIsFlatOverItsPredictedFastestShare) {
+  double tile = 0;
+  PolicyOptions tenth;
+  tenth.prior_clip = 0.1;
+  auto some = std::make_shared<Recorder>();
+  Run("warm", tenth, /*large_fast=*/true, 20, some, &tile);
+  ASSERT_TRUE(some->seen.count(kPriorWeight));
+  EXPECT_GT(some->seen[kPriorWeight], 0.1);
+  PolicyOptions all;
+  all.prior_clip = 1;
+  auto none = std::make_shared<Recorder>();
+  Run("warm", all, /*large_fast=*/true, 20, none, &tile);
+  ASSERT_TRUE(none->seen.count(kPriorWeight));
+  EXPECT_EQ(none->seen[kPriorWeight], 0);
+}
+
 // prior_mean=0 loads both networks; its trust check drops a prior that ranks backwards (restarts
 // cold, still finds the optimum) and keeps one from the same landscape.
 TEST_F(WarmStartTest, LoadedNetworksAreDroppedWhenThePriorRanksBackwards) {
