@@ -255,6 +255,13 @@ class WarmStartTest : public ::testing::Test {
       (*s)->Observe({{p[0], v1::OK, us + 0.1 * p[0].at("VEC") + 0.01 * p[0].at("UNROLL")}});
     }
   }
+  // The prior weight a 20-trial warm start reports last (-1: none reported); `tile` gets the
+  // fastest tile it found.
+  double PriorWeight(const PolicyOptions& o, bool large_fast, double* tile) {
+    auto sink = std::make_shared<Recorder>();
+    Run("warm", o, large_fast, 20, sink, tile);
+    return sink->seen.count(kPriorWeight) ? sink->seen[kPriorWeight] : -1;
+  }
   const std::string path_ = TempPath("prior") + ".pt";
 };
 
@@ -262,15 +269,9 @@ class WarmStartTest : public ::testing::Test {
 // ranks them backwards gets none and the search still finds the optimum.
 TEST_F(WarmStartTest, PriorMeanWeighsThePriorByHowItRanksThisTask) {
   double tile = 0;
-  auto unlike = std::make_shared<Recorder>();
-  Run("warm", PolicyOptions{}, /*large_fast=*/false, 20, unlike, &tile);
-  ASSERT_TRUE(unlike->seen.count(kPriorWeight));
-  EXPECT_EQ(unlike->seen[kPriorWeight], 0);
+  EXPECT_EQ(PriorWeight(PolicyOptions{}, /*large_fast=*/false, &tile), 0);
   EXPECT_EQ(tile, 1);  // found the fastest tile anyway
-  auto like = std::make_shared<Recorder>();
-  Run("warm", PolicyOptions{}, /*large_fast=*/true, 20, like, &tile);
-  ASSERT_TRUE(like->seen.count(kPriorWeight));
-  EXPECT_GT(like->seen[kPriorWeight], 0.1);
+  EXPECT_GT(PriorWeight(PolicyOptions{}, /*large_fast=*/true, &tile), 0.1);
 }
 
 // The weight is trusted only once the rows picked without the models (the 10 space-filling
@@ -280,16 +281,10 @@ TEST_F(WarmStartTest, PriorWeightIsFittedOnRowsPickedWithoutTheModels) {
   double tile = 0;
   PolicyOptions gated;
   gated.prior_fit_min = 50;  // more than the 10 space-filling rows of 20 trials
-  auto none = std::make_shared<Recorder>();
-  Run("warm", gated, /*large_fast=*/true, 20, none, &tile);
-  ASSERT_TRUE(none->seen.count(kPriorWeight));
-  EXPECT_EQ(none->seen[kPriorWeight], 0);
+  EXPECT_EQ(PriorWeight(gated, /*large_fast=*/true, &tile), 0);
   PolicyOptions all;
   all.prior_fit = 0;
-  auto some = std::make_shared<Recorder>();
-  Run("warm", all, /*large_fast=*/true, 20, some, &tile);
-  ASSERT_TRUE(some->seen.count(kPriorWeight));
-  EXPECT_GT(some->seen[kPriorWeight], 0.1);
+  EXPECT_GT(PriorWeight(all, /*large_fast=*/true, &tile), 0.1);
 }
 
 // The prior is flat over its predicted fastest prior_clip share of the space: a tenth keeps its
@@ -298,16 +293,10 @@ TEST_F(WarmStartTest, PriorIsFlatOverItsPredictedFastestShare) {
   double tile = 0;
   PolicyOptions tenth;
   tenth.prior_clip = 0.1;
-  auto some = std::make_shared<Recorder>();
-  Run("warm", tenth, /*large_fast=*/true, 20, some, &tile);
-  ASSERT_TRUE(some->seen.count(kPriorWeight));
-  EXPECT_GT(some->seen[kPriorWeight], 0.1);
-  PolicyOptions all;
-  all.prior_clip = 1;
-  auto none = std::make_shared<Recorder>();
-  Run("warm", all, /*large_fast=*/true, 20, none, &tile);
-  ASSERT_TRUE(none->seen.count(kPriorWeight));
-  EXPECT_EQ(none->seen[kPriorWeight], 0);
+  EXPECT_GT(PriorWeight(tenth, /*large_fast=*/true, &tile), 0.1);
+  PolicyOptions whole;
+  whole.prior_clip = 1;
+  EXPECT_EQ(PriorWeight(whole, /*large_fast=*/true, &tile), 0);
 }
 
 // prior_mean=0 loads both networks; its trust check drops a prior that ranks backwards (restarts
