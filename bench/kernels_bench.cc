@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/median.h"
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
 #include "hardware/cpu/gemm_harness.h"
@@ -103,11 +104,7 @@ class BlasOnAllCores {
 
 constexpr int kPairedRounds = 7;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using kiln::bench::Median;
 
 // Median over the job's tuning trials of the worker's wall time per trial (its share of the
 // parallel compile-ahead, then verification and timing in the sandbox, child start included).
@@ -258,7 +255,8 @@ int main(int argc, char** argv) {
     const double read_before = (*sweep)->BestGbps(3);
     kiln::v1::Measurement ours = device->Measure(*w, *compiled, opts);
     const double read_gbps = std::max(read_before, (*sweep)->BestGbps(3));
-    double ai = kiln::codegen::WorkloadFlops(*w) / kiln::codegen::WorkloadBytes(*w);
+    const double ai = kiln::codegen::WorkloadFlops(*w) / kiln::codegen::WorkloadBytes(*w);
+    auto roof_at = [&](double gbps) { return std::min(chip.peak_gflops(), gbps * ai); };
     // The best of six sweep passes against the kernel's median is a strict bound on a machine
     // whose bandwidth moves from second to second; paired rounds read both in the same moments.
     std::vector<double> paired_pct, paired_read;
@@ -269,7 +267,7 @@ int main(int argc, char** argv) {
         const double before = (*sweep)->BestGbps(1);
         const kiln::v1::Measurement m = device->Measure(*w, *compiled, round);
         const double read = (before + (*sweep)->BestGbps(1)) / 2;
-        const double bound = std::min(chip.peak_gflops(), read * ai);
+        const double bound = roof_at(read);
         if (m.gflops() > 0 && bound > 0) {
           paired_pct.push_back(100 * m.gflops() / bound);
           paired_read.push_back(read);
@@ -303,8 +301,8 @@ int main(int argc, char** argv) {
     r.read_gbps = read_gbps;
     r.paired_pct = Median(paired_pct);
     r.paired_read_gbps = Median(paired_read);
-    const double roof = std::min(chip.peak_gflops(), read_gbps * ai);
-    const double roof_probe = std::min(chip.peak_gflops(), chip.read_gbytes_per_s() * ai);
+    const double roof = roof_at(read_gbps);
+    const double roof_probe = roof_at(chip.read_gbytes_per_s());
     r.roof_pct = roof > 0 ? 100 * r.gflops / roof : 0;
     r.roof_pct_probe = roof_probe > 0 ? 100 * r.gflops / roof_probe : 0;
     r.config = kiln::codegen::ConfigKey(kiln::codegen::FromProto(job.tasks(0).best_config()));

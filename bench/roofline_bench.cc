@@ -8,16 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/median.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/toolchain.h"
 
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using kiln::bench::Median;
 
 // STREAM triad a = b + s*c over `floats`-long arrays, split over all cores; GB/s counts the
 // 3 arrays' bytes (two reads, one write), as STREAM does.
