@@ -111,8 +111,8 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 
 // Attention decode's vector path at its corners: both vector widths, prefetch on and off and
 // near a chunk's end, chunks shorter than a block and empty ones (SPLIT=32 over 37 positions),
-// head groups that do not fill the value pass's 4 heads (G=7: 4 + 3) and one head (G=1), and
-// the 4-head score pass (16 lanes, G a multiple of 4) for one group of 4 and for two (G=8).
+// head groups that do not fill the value pass's 4 heads (G=7: 4 + 3), one head (G=1) and two
+// full groups of 4 (G=8).
 TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
   const char* shapes[] = {"B=1,H=14,KVH=2,D=64,L=37", "B=2,H=32,KVH=8,D=128,L=200",
                           "B=1,H=3,KVH=3,D=32,L=19", "B=1,H=16,KVH=2,D=64,L=45"};

@@ -8,10 +8,7 @@
 // The vector path (AVX-512 or AVX2, HD a multiple of the vector width VW) takes VW cached
 // positions at a time in two passes over its chunk, K then V, each streamed once with every
 // head's work on a block done while the block is in L1 (Chunk below), and prefetches PF blocks
-// ahead. With 16 lanes and a group a multiple of 4 heads, the score pass takes 4 heads at once
-// (BlockScores4: a quarter of the reduction's shuffles; ~30% less time for the whole kernel on
-// L2-resident data, docs/benchmarks.md). Other ISAs and head sizes take the scalar path, which
-// the compiler vectorizes over D.
+// ahead. Other ISAs and head sizes take the scalar path, which the compiler vectorizes over D.
 // Knobs: SPLIT (context chunks per kv head), NT (threads over work items), PF (prefetch
 // distance in blocks, 0 = none), VEC (AVX-512 chips: 16 or 8 lanes; 8-lane blocks of positions
 // stream better cold on Zen 5). Fixed: HD = D.
@@ -168,59 +165,11 @@ inline Vec BlockScores(const float* qr, const float* kb) {
   return SumEach(dot);
 }
 
-#if VW == 16
-// Scores of 4 query heads against a full block of 16 cached rows kb, lanes = (head, 4 dims):
-// q4 holds the group's query interleaved as [HD/4][4 heads][4] (scale folded in), and each row's
-// 4 dims are broadcast to the four 128-bit lanes, so one FMA does 16 multiply-adds for all four
-// heads and the reduction is 4 lanes wide instead of 16 (a quarter of the shuffles of
-// BlockScores). out[g]: the 16 scores of head g. Prefetches `lines` lines from `ahead`.
-inline void BlockScores4(const float* q4, const float* kb, const float* ahead, int lines,
-                         Vec* out) {
-  Vec acc[16];
-  {
-    const Vec qz = Load(q4);
-#pragma GCC unroll 16
-    for (int t = 0; t < 16; ++t) acc[t] = qz * _mm512_broadcast_f32x4(_mm_loadu_ps(kb + t * HD));
-  }
-#pragma GCC unroll 2
-  for (int i = 1; i < HD / 4; ++i) {
-    const Vec qz = Load(q4 + 16 * i);
-    if (lines > 0) {  // the block ahead, a share per step, spread over the FMAs
-      const int from = (i - 1) * lines / (HD / 4 - 1), to = i * lines / (HD / 4 - 1);
-      for (int l = from; l < to; ++l) _mm_prefetch((const char*)(ahead + 16 * l), _MM_HINT_T1);
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < 16; ++t)
-      acc[t] = Fma(qz, _mm512_broadcast_f32x4(_mm_loadu_ps(kb + t * HD + 4 * i)), acc[t]);
-  }
-  Vec w[8], x[4];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k)
-    w[k] = _mm512_unpacklo_ps(acc[2 * k], acc[2 * k + 1]) +
-           _mm512_unpackhi_ps(acc[2 * k], acc[2 * k + 1]);
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512d a = _mm512_castps_pd(w[2 * k]), b = _mm512_castps_pd(w[2 * k + 1]);
-    x[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b)) + _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-  }
-  // x[m] lane (g, r): head g, position 4m + r. Transpose the 128-bit lanes.
-  const Vec p0 = _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0));
-  const Vec p1 = _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2));
-  const Vec r0 = _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0));
-  const Vec r1 = _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2));
-  out[0] = _mm512_shuffle_f32x4(p0, r0, _MM_SHUFFLE(2, 0, 2, 0));
-  out[1] = _mm512_shuffle_f32x4(p0, r0, _MM_SHUFFLE(3, 1, 3, 1));
-  out[2] = _mm512_shuffle_f32x4(p1, r1, _MM_SHUFFLE(2, 0, 2, 0));
-  out[3] = _mm512_shuffle_f32x4(p1, r1, _MM_SHUFFLE(3, 1, 3, 1));
-}
-#endif
-
 // Positions [l0, l1) of one kv head for its G query heads (qg: G rows of HD); p: per head
 // acc[HD], max, sum, written here. Two passes, each streaming its cache once, block by block,
 // every head's work on a block done while the block is in L1:
 //   scores: VW dot products per head accumulate as vectors over the head dimension and one
-//     transpose-add tree reduces them together (no horizontal sum per position; BlockScores,
-//     or BlockScores4 for 4 heads at once);
+//     transpose-add tree reduces them together (no horizontal sum per position; BlockScores);
 //     a partial last block is copied into a zero-padded one first, so every block takes the
 //     same branch-free code; the chunk's scores are kept (S: G rows of ld) with a lane-wise
 //     running maximum per head;
@@ -233,15 +182,6 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
   const long n = l1 > l0 ? l1 - l0 : 0, nb = (n + VW - 1) / VW, ld = nb * VW;
   for (long g = 0; g < G; ++g) Store(top + g * VW, Splat(-INFINITY));
   alignas(64) float tail[VW * HD];  // the last, partial block's rows, zero-padded
-#if VW == 16
-  float* q4 = top + G * VW;  // [G/4][HD/4][4 heads][4], the scale folded in
-  if (G % 4 == 0)
-    for (long g0 = 0; g0 < G; g0 += 4)
-      for (int i = 0; i < HD / 4; ++i)
-        for (int g = 0; g < 4; ++g)
-          for (int r = 0; r < 4; ++r)
-            q4[g0 * HD + i * 16 + g * 4 + r] = qg[(g0 + g) * HD + 4 * i + r] * scale;
-#endif
   for (long b = 0; b < nb; ++b) {
     const long l = l0 + b * VW;
     const int m = l1 - l < VW ? (int)(l1 - l) : VW;
@@ -253,23 +193,6 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
     }
     const float* ahead = PF > 0 && l + PF * VW < l1 ? K + (l + PF * VW) * HD : nullptr;
     const long ahead_lines = ahead ? (l1 - l - PF * VW < VW ? l1 - l - PF * VW : VW) * HD / 16 : 0;
-#if VW == 16
-    if (G % 4 == 0) {
-      for (long g0 = 0; g0 < G; g0 += 4) {
-        const long from = g0 * ahead_lines / G, to = (g0 + 4) * ahead_lines / G;
-        Vec sv[4];
-        BlockScores4(q4 + g0 * HD, kb, ahead ? ahead + from * 16 : nullptr,
-                     ahead ? (int)(to - from) : 0, sv);
-        for (int g = 0; g < 4; ++g) {
-          float* s = S + (g0 + g) * ld + b * VW;
-          const Vec v = KeepFirst(sv[g], m, -INFINITY, s);
-          Store(s, v);
-          Store(top + (g0 + g) * VW, MaxV(Load(top + (g0 + g) * VW), v));
-        }
-      }
-      continue;
-    }
-#endif
     for (long g = 0; g < G; ++g) {
       // The block PF ahead is requested a head's share at a time, spread over the block's work.
       if (ahead) {
@@ -354,9 +277,8 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     float* p = parts + it * part;  // per head: acc[D], max, sum
 #if KILN_VECTOR_PATH
     if (D == HD) {
-      // The scores, the maxima, then the interleaved query (BlockScores4).
-      const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;
-      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW + HD) + 64);
+      const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
+      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW) + 64);
       Chunk(qg, K, V, l0, l1, G, scale, p, w, w + G * ld);
       free(w);
       return;
