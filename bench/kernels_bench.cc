@@ -8,15 +8,18 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -103,6 +106,24 @@ class BlasOnAllCores {
 };
 
 constexpr int kPairedRounds = 7;
+
+// "AVX-512" or "AVX2" when OpenBLAS's chosen core (openblas_get_corename) lacks the widest vector
+// kernels the chip has (chip_type cpu-x86_64-avx512 / -avx2), null otherwise. OpenBLAS's
+// DYNAMIC_ARCH falls back to a generic core (Prescott) on a CPU model it predates, e.g. 0.3.21 on
+// Emerald Rapids (family 6 model 207).
+const char* OpenBlasCoreBelowChip(std::string core, const std::string& chip_type) {
+  for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto any_of = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (core == n) return true;
+    return false;
+  };
+  const bool avx512 = any_of({"skylakex", "cooperlake", "sapphirerapids"});
+  const bool avx2 = avx512 || any_of({"haswell", "zen", "skylake"});
+  if (absl::EndsWith(chip_type, "-avx512") && !avx512) return "AVX-512";
+  if (absl::EndsWith(chip_type, "-avx2") && !avx2) return "AVX2";
+  return nullptr;
+}
 
 using kiln::bench::Median;
 
@@ -224,6 +245,13 @@ int main(int argc, char** argv) {
   }
   std::printf("openblas: %s (core %s; timed on %d threads)\n", openblas_get_config(),
               openblas_get_corename(), chip.cores());
+  if (const char* weaker = OpenBlasCoreBelowChip(openblas_get_corename(), chip.chip_type()))
+    std::fprintf(stderr,
+                 "kiln-bench-kernels: warning: OpenBLAS chose core %s, which has no %s kernels, on "
+                 "a %s chip (a CPU model this OpenBLAS does not know): its GEMM figures are not "
+                 "its best here; compare also with OPENBLAS_CORETYPE=%s set\n",
+                 openblas_get_corename(), weaker, chip.chip_type().c_str(),
+                 std::string(weaker) == "AVX-512" ? "SkylakeX" : "Haswell");
   std::printf("chip %s: peak %.0f GFLOP/s, read %.1f GB/s (measured)\n\n", chip.chip_type().c_str(),
               chip.peak_gflops(), chip.read_gbytes_per_s());
   auto stub = kiln::v1::TuningService::NewStub(
