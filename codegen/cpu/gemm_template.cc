@@ -105,6 +105,10 @@ class CpuGemmTemplate final : public KernelTemplate {
     // Configurations recorded before PF existed ran without a prefetch.
     s.AddKnob("PF", {0, 1024, 2048, 4096, 8192},
               "bytes ahead the packed weights are prefetched (PREPACK=1)", /*absent_means=*/0);
+    s.AddKnob("PFN", {0, 1, 2},
+              "micro-panels ahead the packed weights are prefetched into L2, shared among the row "
+              "panels' passes (PREPACK=1, LOOP_ORDER=0; in place of PF)",
+              /*absent_means=*/0);
 
     auto at = [](const Config& c, const char* k) { return c.at(k); };
     s.AddConstraint(absl::StrCat("NR % ", vw, " == 0 (NR is whole ", vw, "-lane SIMD vectors)"),
@@ -133,6 +137,14 @@ class CpuGemmTemplate final : public KernelTemplate {
                     [=](const Config& c) { return at(c, "KC") * at(c, "NC") * 4 <= l3; });
     s.AddConstraint("PF == 0 unless PREPACK == 1 (only the packed stream is prefetched)",
                     [](const Config& c) { return c.at("PF") == 0 || c.at("PREPACK") == 1; });
+    s.AddConstraint(
+        "PFN == 0 unless PREPACK == 1 and LOOP_ORDER == 0 (the packed stream, in the "
+        "tile's N-major order)",
+        [](const Config& c) {
+          return c.at("PFN") == 0 || (c.at("PREPACK") == 1 && c.at("LOOP_ORDER") == 0);
+        });
+    s.AddConstraint("PF == 0 when PFN > 0 (one prefetch scheme at a time)",
+                    [](const Config& c) { return c.at("PFN") == 0 || c.at("PF") == 0; });
     s.AddConstraint(absl::StrCat("NT <= cores = ", cores),
                     [=](const Config& c) { return at(c, "NT") <= cores; });
     s.AddConstraint(absl::StrCat("NT <= tiles = ceil(M/MC)*ceil(N/NC) (every thread gets a tile)"),
@@ -144,12 +156,13 @@ class CpuGemmTemplate final : public KernelTemplate {
 
   // BLIS-style guesses. Few rows (decode): the weights stream once, so a register tile as tall as
   // M (at most 8) and two vectors wide, deep K slices, weights packed ahead of time, and the
-  // packed stream prefetched 4 KiB ahead from 2 rows on (at M=1 the prefetches only cost issue
-  // slots in a kernel that already streams; at M=2-8 they gained 5-15% over 1-2 KiB on this
-  // project's EPYC VMs, docs/benchmarks.md). Many rows (prefill, batches): compute-bound, so a
-  // 6-row tile as wide as the registers allow, A blocks of 128 rows in L2, K slices of 512 (or
-  // 256 with 1024-column panels). Blocks shrink until the space's rules hold (MC <= M, every
-  // thread a tile, the cache limits); all cores.
+  // next packed micro-panel prefetched into L2 from 2 rows on (PFN=1; at M=1 prefetches only
+  // cost issue slots in a kernel that already streams; at M=4-32 it beat 4 KiB ahead within the
+  // panel by 8-23% on an Emerald Rapids VM, since the weight stream keeps flowing while later
+  // row panels reread the current micro-panel, docs/benchmarks.md). Many rows (prefill, batches):
+  // compute-bound, so a 6-row tile as wide as the registers allow, A blocks of 128 rows in L2, K
+  // slices of 512 (or 256 with 1024-column panels). Blocks shrink until the space's rules hold
+  // (MC <= M, every thread a tile, the cache limits); all cores.
   std::vector<Config> StartingConfigs(const v1::Workload& w,
                                       const ChipTraits& chip) const override {
     if (!Supports(w)) return {};
@@ -171,7 +184,8 @@ class CpuGemmTemplate final : public KernelTemplate {
                         {"LOOP_ORDER", 0},
                         {"NT", cores},
                         {"PREPACK", 1},
-                        {"PF", M >= 2 ? 4096 : 0}});
+                        {"PF", 0},
+                        {"PFN", M >= 2 ? 1 : 0}});
     }
     if (M >= 16) {
       for (auto [kc, nc] : {std::pair<int64_t, int64_t>{512, 2048}, {256, 1024}})
@@ -185,7 +199,8 @@ class CpuGemmTemplate final : public KernelTemplate {
                           {"LOOP_ORDER", 0},
                           {"NT", cores},
                           {"PREPACK", 1},
-                          {"PF", 1024}});
+                          {"PF", 1024},
+                          {"PFN", 0}});
     }
     std::vector<Config> out;
     for (const Config& wish : wishes) {

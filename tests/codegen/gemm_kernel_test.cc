@@ -59,9 +59,12 @@ TEST_F(GemmKernelTest, DiverseConfigsAreCorrectOnRaggedShapes) {
   for (size_t idx = 0; idx < cases.size(); ++idx) {
     const Case& c = cases[idx];
     // Every other case takes its weights packed ahead of time, so both B paths meet every shape;
-    // half of those prefetch the packed stream, near or far ahead.
+    // half of those prefetch the packed stream, near or far ahead within the micro-panel, and
+    // the other half (N-major tiles) 1 or 2 micro-panels ahead, shared among the row panels.
+    const bool ahead = idx % 4 == 3 && c.loop_order == 0;
     Config config = {{"PREPACK", static_cast<int64_t>(idx % 2)},
                      {"PF", idx % 4 == 1 ? (idx % 8 == 1 ? 1024 : 8192) : 0},
+                     {"PFN", ahead ? 1 + static_cast<int64_t>(idx / 4) % 2 : 0},
                      {"MR", c.mr},
                      {"NR", c.nr},
                      {"MC", c.mc},

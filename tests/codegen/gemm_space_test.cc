@@ -114,6 +114,8 @@ TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
       {"M=8,N=4096,K=300", "KC", 1024, "KC <= K=300"},
       {"M=8,N=4096,K=4096", "PF", 1024, "PF == 0 unless PREPACK == 1"},
       {"M=8,N=4096,K=4096", "PF", 100, "knob PF=100 is not in its domain"},
+      {"M=8,N=4096,K=4096", "PFN", 1, "PFN == 0 unless PREPACK == 1 and LOOP_ORDER == 0"},
+      {"M=8,N=4096,K=4096", "PFN", 3, "knob PFN=3 is not in its domain"},
   };
   for (const auto& c : cases) {
     Config config = Good();
@@ -127,6 +129,10 @@ TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
   unknown["BOGUS"] = 1;
   EXPECT_THAT(Template().Render(w, unknown, Avx512Traits()).status().message(),
               HasSubstr("unknown knob BOGUS"));
+  Config both_prefetches = Good();
+  both_prefetches["PREPACK"] = 1, both_prefetches["PF"] = 1024, both_prefetches["PFN"] = 1;
+  EXPECT_THAT(Template().Render(w, both_prefetches, Avx512Traits()).status().message(),
+              HasSubstr("PF == 0 when PFN > 0"));
   Config missing = Good();
   missing.erase("PACK");
   EXPECT_THAT(Template().Render(w, missing, Avx512Traits()).status().message(),

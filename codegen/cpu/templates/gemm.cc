@@ -20,6 +20,13 @@
 //               FMAs issues its loads too late for the hardware prefetcher alone: at M=8 (N=K=4096,
 //               both cores) 1 KiB ahead took the kernel from 36 to 47 GB/s; on an EPYC VM with
 //               AVX-512, 4-8 KiB ahead gained another 5-15% at M=2-8.
+//   PFN         with PREPACK and LOOP_ORDER 0, prefetch (into L2) the packed micro-panel PFN
+//               ahead in the tile's visiting order instead of PF bytes ahead within the current
+//               one: its rows are shared out among the passes of the row panels over the current
+//               micro-panel and spread over each pass's k loop, so the weight stream keeps
+//               flowing while the second and later row panels reread the current one from cache.
+//               At M=16 (two 8-row panels, N=K=4096, both cores) it took the cold kernel from
+//               3555 to 3096 us, at M=4 from 2467 to 2268; at M=1 it lost (2073 against 2249).
 //   VW          fp32 lanes per SIMD register (16 AVX-512, 8 AVX2); NR is a multiple of it
 // Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -include parallel.h -DMR=8 ... gemm.cc
 #include <stdint.h>
@@ -68,6 +75,11 @@
 #ifndef PF
 #define PF 0
 #endif
+#ifndef PFN
+#define PFN 0
+#endif
+static_assert(PFN >= 0 && (PFN == 0 || (PREPACK && LOOP_ORDER == 0)),
+              "PFN > 0 needs PREPACK=1 and LOOP_ORDER=0");
 // Not a knob: how many rows ahead PackB prefetches B (0 = off). Short row runs defeat the
 // hardware prefetcher; 4 rows ahead recovers ~15% of streaming bandwidth at small M.
 #ifndef PREFETCH_ROWS
@@ -145,7 +157,7 @@ void PackB(const float* b, long ldb, int kc, int nc, float* dst) {
 // corner of acc to C (overwrite on the first K slice, accumulate afterwards).
 inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
                         const float* __restrict b, long b_rs, float* c, long ldc, int mr, int nr,
-                        bool overwrite) {
+                        bool overwrite, const char* pp = nullptr, const char* pe = nullptr) {
   Vec acc[MR][kNV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -157,7 +169,7 @@ inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
     Vec bv[kNV];
 #pragma GCC unroll 16
     for (int v = 0; v < kNV; ++v) bv[v] = Load(b + k * b_rs + v * VW);
-#if PREPACK && PF > 0
+#if PREPACK && PF > 0 && PFN == 0
 #pragma GCC unroll 16
     for (int j = 0; j < NR; j += 16) __builtin_prefetch(b + k * b_rs + PF / 4 + j, 0, 3);
 #endif
@@ -169,10 +181,21 @@ inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
     }
   };
   int k = 0;
+#if PREPACK && PFN > 0
+  // This pass's share of the micro-panel PFN ahead ([pp, pe)), spread over its k loop: `per`
+  // bytes every UNROLL steps, into L2 (locality 2).
+  const long per = pp < pe ? ((pe - pp) * UNROLL / kc + 63) / 64 * 64 : 0;
+  for (; k + UNROLL <= kc; k += UNROLL) {
+    for (long x = 0; x < per && pp < pe; x += 64, pp += 64) __builtin_prefetch(pp, 0, 2);
+#pragma GCC unroll 8
+    for (int u = 0; u < UNROLL; ++u) step(k + u);
+  }
+#else
   for (; k + UNROLL <= kc; k += UNROLL) {
 #pragma GCC unroll 8
     for (int u = 0; u < UNROLL; ++u) step(k + u);
   }
+#endif
   for (; k < kc; ++k) step(k);
 
   if (mr == MR && nr == NR) {
@@ -225,15 +248,29 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
 #if PREPACK
       // B is packed ahead of time: panel (jc + jr) / NR holds all K rows, NR floats each.
       const float* b = B + (long)((jc + jr) / NR) * K * NR + (long)pc * NR;
+      const char *pp = nullptr, *pe = nullptr;
+#if PFN > 0 && LOOP_ORDER == 0
+      {  // the micro-panel PFN ahead in this tile's order (wrapping to the next K slice), its
+         // rows shared out among the passes of the row panels over the current one
+        long t = pb + PFN, pc2 = pc;
+        if (t >= panels_b) t -= panels_b, pc2 += KC;
+        if (t < panels_b && pc2 < K) {
+          const long kc2 = K - pc2 < KC ? K - pc2 : KC;
+          const float* nb = B + (long)((jc + t * NR) / NR) * K * NR + pc2 * NR;
+          pp = (const char*)(nb + kc2 * NR * pa / panels_a);
+          pe = (const char*)(nb + kc2 * NR * (pa + 1) / panels_a);
+        }
+      }
+#endif
 #if PACK
-      MicroKernel(kc, ap + pa * (long)MR * kc, 1, MR, b, NR, c, N, mr, nr, overwrite);
+      MicroKernel(kc, ap + pa * (long)MR * kc, 1, MR, b, NR, c, N, mr, nr, overwrite, pp, pe);
 #else
       const float* a = A + (long)(ic + ir) * K + pc;
       if (mr == MR) {
-        MicroKernel(kc, a, K, 1, b, NR, c, N, mr, nr, overwrite);
+        MicroKernel(kc, a, K, 1, b, NR, c, N, mr, nr, overwrite, pp, pe);
       } else {  // ragged edge: copy the partial A micro-panel so nothing is read out of bounds
         PackA(a, K, mr, kc, ap);
-        MicroKernel(kc, ap, 1, MR, b, NR, c, N, mr, nr, overwrite);
+        MicroKernel(kc, ap, 1, MR, b, NR, c, N, mr, nr, overwrite, pp, pe);
       }
 #endif
 #elif PACK
