@@ -181,21 +181,14 @@ inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
     }
   };
   int k = 0;
-#if PREPACK && PFN > 0
-  // This pass's share of the micro-panel PFN ahead ([pp, pe)), spread over its k loop: `per`
-  // bytes every UNROLL steps, into L2 (locality 2).
-  const long per = pp < pe ? ((pe - pp) * UNROLL / kc + 63) / 64 * 64 : 0;
+  // With PFN, this pass's share of the micro-panel PFN ahead ([pp, pe)), spread over its k loop:
+  // `per` bytes every UNROLL steps, into L2 (locality 2). Without, `per` is 0 at compile time.
+  const long per = PFN > 0 && pp < pe ? ((pe - pp) * UNROLL / kc + 63) / 64 * 64 : 0;
   for (; k + UNROLL <= kc; k += UNROLL) {
     for (long x = 0; x < per && pp < pe; x += 64, pp += 64) __builtin_prefetch(pp, 0, 2);
 #pragma GCC unroll 8
     for (int u = 0; u < UNROLL; ++u) step(k + u);
   }
-#else
-  for (; k + UNROLL <= kc; k += UNROLL) {
-#pragma GCC unroll 8
-    for (int u = 0; u < UNROLL; ++u) step(k + u);
-  }
-#endif
   for (; k < kc; ++k) step(k);
 
   if (mr == MR && nr == NR) {
@@ -249,14 +242,14 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
       // B is packed ahead of time: panel (jc + jr) / NR holds all K rows, NR floats each.
       const float* b = B + (long)((jc + jr) / NR) * K * NR + (long)pc * NR;
       const char *pp = nullptr, *pe = nullptr;
-#if PFN > 0 && LOOP_ORDER == 0
+#if PFN > 0
       {  // the micro-panel PFN ahead in this tile's order (wrapping to the next K slice), its
          // rows shared out among the passes of the row panels over the current one
         long t = pb + PFN, pc2 = pc;
         if (t >= panels_b) t -= panels_b, pc2 += KC;
         if (t < panels_b && pc2 < K) {
           const long kc2 = K - pc2 < KC ? K - pc2 : KC;
-          const float* nb = B + (long)((jc + t * NR) / NR) * K * NR + pc2 * NR;
+          const float* nb = B + (jc / NR + t) * K * NR + pc2 * NR;
           pp = (const char*)(nb + kc2 * NR * pa / panels_a);
           pe = (const char*)(nb + kc2 * NR * (pa + 1) / panels_a);
         }
