@@ -118,6 +118,10 @@ std::vector<OpDef> Defs() {
          s.AddKnob("NT", Threads(c), "threads over (sequence, kv head, split)");
          s.AddKnob("SPLIT", {4, 1, 2, 8, 16, 32}, "context chunks per kv head");
          s.AddKnob("PF", {1, 2, 0}, "prefetch distance in blocks of cached positions (0: none)");
+         s.AddKnob("PFL", {2, 1}, "cache level prefetched into (2: L2, T1 hint; 1: L1, T0)",
+                   /*absent_means=*/2);
+         s.AddConstraint("PFL == 2 when PF == 0 (no prefetch: its level is moot)",
+                         [](const Config& c) { return c.at("PF") > 0 || c.at("PFL") == 2; });
          if (c.vector_floats == 16)  // AVX-512: its 16-lane vectors, or 8-lane ones
            s.AddKnob("VEC", {16, 8},
                      "vector width in floats (8: AVX2-width vectors with AVX-512's 32 registers)");

@@ -116,9 +116,9 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
   const char* shapes[] = {"B=1,H=14,KVH=2,D=64,L=37", "B=2,H=32,KVH=8,D=128,L=200",
                           "B=1,H=3,KVH=3,D=32,L=19", "B=1,H=16,KVH=2,D=64,L=45"};
-  // (SPLIT, PF, VEC); VEC only where the chip has AVX-512 (the knob is absent elsewhere).
-  const std::vector<std::array<int64_t, 3>> cases = {
-      {1, 0, 16}, {1, 2, 8}, {4, 1, 16}, {32, 2, 8}, {4, 1, 8}};
+  // (SPLIT, PF, PFL, VEC); VEC only where the chip has AVX-512 (the knob is absent elsewhere).
+  const std::vector<std::array<int64_t, 4>> cases = {{1, 0, 2, 16}, {1, 2, 1, 8}, {4, 1, 2, 16},
+                                                     {32, 2, 2, 8}, {4, 1, 1, 8}, {4, 2, 1, 16}};
   for (const char* shape : shapes) {
     auto w = codegen::ParseWorkload("attention_decode", shape);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -126,9 +126,10 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
     codegen::Config config = codegen::SafeDefaultConfig((*tmpl)->Space(*w, traits));
-    for (const auto& [split, pf, vec] : cases) {
+    for (const auto& [split, pf, pfl, vec] : cases) {
       config["SPLIT"] = split;
       config["PF"] = pf;
+      config["PFL"] = pfl;
       if (config.count("VEC")) config["VEC"] = vec;
       auto kernel = (*tmpl)->Render(*w, config, traits);
       ASSERT_TRUE(kernel.ok()) << kernel.status();

@@ -10,8 +10,10 @@
 // head's work on a block done while the block is in L1 (Chunk below), and prefetches PF blocks
 // ahead. Other ISAs and head sizes take the scalar path, which the compiler vectorizes over D.
 // Knobs: SPLIT (context chunks per kv head), NT (threads over work items), PF (prefetch
-// distance in blocks, 0 = none), VEC (AVX-512 chips: 16 or 8 lanes; 8-lane blocks of positions
-// stream better cold on Zen 5). Fixed: HD = D.
+// distance in blocks, 0 = none), PFL (the cache level prefetched into: 2 = L2, the T1 hint;
+// 1 = L1, T0: on Zen 5 T0 took the cold kernel from 808-866 to 727-748 us at context 4096,
+// where Emerald Rapids had been slower with it), VEC (AVX-512 chips: 16 or 8 lanes).
+// Fixed: HD = D.
 // ABI: kiln_op(dims {B,H,KVH,D,L}, args {q, kcache, vcache, out}, params {scale}).
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +29,9 @@
 #endif
 #ifndef PF
 #define PF 1
+#endif
+#ifndef PFL
+#define PFL 2
 #endif
 #if defined(VEC) && VEC > 0 && VEC < VW  // narrower vectors than the chip's (VW)
 #undef VW
@@ -138,11 +143,12 @@ constexpr int kMaxDH = VW == 16 ? 4 : 2;
 constexpr int DH = kRow % kMaxDH == 0 ? kMaxDH : kRow % 2 == 0 ? 2 : 1;
 constexpr int GB = 4;
 
-// Prefetches row `r` of a cache ahead of its use (into L2: the rows of one block are requested
-// spread over the block's work rather than in one burst that fills the miss buffers).
+// Prefetches row `r` of a cache ahead of its use (into cache level PFL: the rows of one block are
+// requested spread over the block's work rather than in one burst that fills the miss buffers).
 inline void PrefetchRow(const float* r, int floats) {
 #if PF > 0
-  for (int i = 0; i < floats; i += 64 / 4) _mm_prefetch((const char*)(r + i), _MM_HINT_T1);
+  for (int i = 0; i < floats; i += 64 / 4)
+    _mm_prefetch((const char*)(r + i), PFL == 1 ? _MM_HINT_T0 : _MM_HINT_T1);
 #else
   (void)r, (void)floats;
 #endif
