@@ -15,11 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -51,9 +53,10 @@ struct Row {
 
 constexpr char kUsage[] =
     "usage: kiln-bench-kernels [--shape [OP:]DIMS ...] [--suite decode|quick]\n"
-    "                          [--budget N] [--json FILE] [--markdown FILE]\n"
+    "                          [--budget N] [--pin KNOB=V ...] [--json FILE] [--markdown FILE]\n"
     "  OP is gemm (default) or attention_decode, e.g. --shape M=8,N=4096,K=4096 or\n"
-    "  --shape attention_decode:B=1,H=32,KVH=8,D=128,L=4096\n";
+    "  --shape attention_decode:B=1,H=32,KVH=8,D=128,L=4096\n"
+    "  --pin fixes a knob in every case's search (for A/B runs of one knob's values)\n";
 
 // "OP:DIMS" or "DIMS" (a GEMM) -> (op, dims).
 std::pair<std::string, std::string> SplitCase(const std::string& c) {
@@ -144,9 +147,10 @@ double MedianTrialSeconds(kiln::v1::TuningService::Stub& stub, const std::string
 
 // Submits one job and waits for it; returns the job (with its best config) or an error text.
 std::string Tune(kiln::v1::TuningService::Stub& stub, const kiln::v1::Workload& w, int budget,
-                 kiln::v1::Job* job) {
+                 const std::map<std::string, int64_t>& pins, kiln::v1::Job* job) {
   kiln::v1::SubmitJobRequest req;
   *req.mutable_spec()->mutable_workload() = w;
+  for (const auto& [knob, value] : pins) (*req.mutable_spec()->mutable_pin())[knob] = value;
   req.mutable_spec()->set_chip("cpu");
   req.mutable_spec()->set_budget_trials(budget);
   kiln::v1::SubmitJobResponse resp;
@@ -170,6 +174,7 @@ std::string Tune(kiln::v1::TuningService::Stub& stub, const kiln::v1::Workload& 
 int main(int argc, char** argv) {
   if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   std::vector<std::string> shapes;
+  std::map<std::string, int64_t> pins;
   std::string json_path, md_path, suite = "";
   int budget = 60;
   for (int i = 1; i < argc; ++i) {
@@ -187,7 +192,17 @@ int main(int argc, char** argv) {
       suite = next();
     else if (a == "--budget")
       budget = std::atoi(next().c_str());
-    else if (a == "--json")
+    else if (a == "--pin") {
+      const std::string pin = next();
+      const size_t eq = pin.find('=');
+      int64_t value = 0;
+      if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(pin.substr(eq + 1), &value)) {
+        std::fprintf(stderr, "kiln-bench-kernels: --pin: expected KNOB=INTEGER, got '%s'\n",
+                     pin.c_str());
+        return 2;
+      }
+      pins[pin.substr(0, eq)] = value;
+    } else if (a == "--json")
       json_path = next();
     else if (a == "--markdown")
       md_path = next();
@@ -268,7 +283,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     kiln::v1::Job job;
-    std::string err = Tune(*stub, *w, budget, &job);
+    std::string err = Tune(*stub, *w, budget, pins, &job);
     if (!err.empty()) {
       std::printf("%-38s tuning failed: %s\n", c.c_str(), err.c_str());
       continue;
