@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codegen/kernel_template.h"
+#include "codegen/workload.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_util.h"
 
@@ -135,6 +136,20 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
 
 // A task measures its template's starting configurations first, then its strategy's proposals;
 // a starting configuration that breaks a pin is skipped.
+// A job is validated before it is bound to a chip: a knob that only some chips' spaces have
+// (attention decode's VEC, on AVX-512) can be pinned; a knob no chip has cannot.
+TEST_F(CoordinatorTest, PinsOfKnobsThatOnlySomeChipsHaveAreAccepted) {
+  v1::JobSpec spec = GemmSpec(8, 8);
+  auto w = codegen::ParseWorkload("attention_decode", "B=1,H=8,KVH=2,D=64,L=64");
+  ASSERT_TRUE(w.ok()) << w.status();
+  *spec.mutable_workload() = *w;
+  (*spec.mutable_pin())["VEC"] = 8;
+  EXPECT_TRUE(core_->SubmitJob(spec).ok());
+  (*spec.mutable_pin())["NOPE"] = 1;
+  auto refused = core_->SubmitJob(spec);
+  EXPECT_NE(refused.status().message().find("no knob NOPE"), std::string::npos) << refused.status();
+}
+
 TEST_F(CoordinatorTest, TasksStartFromTheTemplatesStartingConfigs) {
   auto spec = GemmSpec(8, 5);
   auto id = core_->SubmitJob(spec);
