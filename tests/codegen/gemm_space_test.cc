@@ -53,11 +53,11 @@ TEST(GemmSpaceTest, DecodeShapeHasThousandsOfValidPoints) {
     for (const char* shape : {"M=8,N=4096,K=4096", "M=1024,N=1024,K=1024", "M=1,N=4096,K=14336"}) {
       KnobSpace s = Template().Space(Gemm(shape), traits);
       auto start = std::chrono::steady_clock::now();
-      auto valid = s.EnumerateValid();
+      auto valid = s.EnumerateValid(1000);  // the first 1000 are enough for the assertion
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
-      std::printf("%-7s %-22s cartesian %8llu  valid %6zu  (enumerated in %.0f ms)\n", name, shape,
+      std::printf("%-7s %-22s cartesian %8llu  first %zu valid found in %.0f ms\n", name, shape,
                   static_cast<unsigned long long>(s.CartesianSize()), valid.size(), ms);
       EXPECT_GE(valid.size(), 1000u) << name << " " << shape;
     }
