@@ -13,7 +13,7 @@ constexpr long double kSparseEnumerateLimit = 1 << 24;
 
 }  // namespace
 
-bool SpaceIndex::IsSparse() const {
+bool SpaceIndex::IsSparse() {
   std::mt19937_64 rng(0x5eed);
   Row r(sizes_.size());
   int valid = 0;
@@ -21,9 +21,27 @@ bool SpaceIndex::IsSparse() const {
   for (int i = 0; i < kProbes; ++i) {
     for (size_t k = 0; k < sizes_.size(); ++k)
       r[k] = std::uniform_int_distribution<int>(0, sizes_[k] - 1)(rng);
-    valid += space_.SatisfiesConstraints(ToConfig(r));
+    if (space_.SatisfiesConstraints(ToConfig(r))) {
+      ++valid;
+      seeds_.push_back(r);
+    }
   }
   return valid < kProbes / 256;  // under ~0.4% valid
+}
+
+void SpaceIndex::FindSeed() {
+  const auto& knobs = space_.knobs();
+  if (knobs.empty()) return;
+  Row r(knobs.size(), 0);  // the first valid point in mixed-radix order (first knob fastest)
+  while (true) {
+    if (IsValid(r)) {
+      seeds_.push_back(r);
+      return;
+    }
+    size_t k = 0;
+    for (; k < knobs.size() && ++r[k] == sizes_[k]; ++k) r[k] = 0;
+    if (k == knobs.size()) return;  // no valid point at all
+  }
 }
 
 void SpaceIndex::EnumerateAll() {
@@ -70,8 +88,14 @@ std::shared_ptr<const SpaceIndex> SpaceIndex::Build(const codegen::KnobSpace& sp
     for (const auto& c : *valid)
       if (s->FromConfig(c, &r) && s->by_code_.emplace(s->Code(r), s->rows_.size()).second)
         s->rows_.push_back(r);
-  } else if (product <= enumerate_limit || (product <= kSparseEnumerateLimit && s->IsSparse())) {
+  } else if (product <= enumerate_limit) {
     s->EnumerateAll();
+  } else if (s->IsSparse()) {
+    if (product <= kSparseEnumerateLimit) {
+      s->EnumerateAll();
+    } else if (s->seeds_.empty()) {
+      s->FindSeed();  // rejection sampling will fail there: walks start from known points
+    }
   }
   return s;
 }
@@ -148,7 +172,21 @@ bool SpaceIndex::SampleUniform(std::mt19937_64& rng, Row* out) const {
       (*out)[k] = std::uniform_int_distribution<int>(0, sizes_[k] - 1)(rng);
     if (IsValid(*out)) return true;
   }
-  return false;
+  if (seeds_.empty() || sizes_.empty()) return false;
+  // Too few points are valid for rejection (a sparse space too large to enumerate): a random walk
+  // from a known valid point, one knob at a time, every step to a valid point. Its stationary
+  // distribution is uniform over the points it can reach.
+  *out = seeds_[std::uniform_int_distribution<size_t>(0, seeds_.size() - 1)(rng)];
+  Row next = *out;
+  for (int step = 0; step < 256; ++step) {
+    const size_t k = std::uniform_int_distribution<size_t>(0, sizes_.size() - 1)(rng);
+    next[k] = std::uniform_int_distribution<int>(0, sizes_[k] - 1)(rng);
+    if (IsValid(next))
+      *out = next;
+    else
+      next[k] = (*out)[k];
+  }
+  return true;
 }
 
 bool Ledger::Record(const codegen::Config& c, bool ok, double median_us, Result* out) {

@@ -38,17 +38,21 @@ class SpaceIndex {
 
   // Valid rows that differ from `r` in exactly one knob.
   std::vector<Row> Neighbours(const Row& r) const;
-  // A valid row drawn uniformly (rejection sampling when not enumerated); false if none found.
+  // A valid row drawn uniformly (rejection sampling when not enumerated; in a sparse space too
+  // large to enumerate, a random walk from a known valid row when rejection fails); false if
+  // none is found.
   bool SampleUniform(std::mt19937_64& rng, Row* out) const;
 
  private:
-  bool IsSparse() const;  // too few valid points for rejection sampling
+  bool IsSparse();  // too few valid points for rejection sampling; keeps those it met (seeds_)
+  void FindSeed();  // the first valid row in mixed-radix order, into seeds_
   void EnumerateAll();
   codegen::KnobSpace space_;
   std::vector<int> sizes_;
   bool enumerated_ = false;
   bool radix_fits_ = true;
   std::vector<Row> rows_;
+  std::vector<Row> seeds_;  // valid rows the walks of SampleUniform start from (sparse spaces)
   std::unordered_map<uint64_t, int> by_code_;
 };
 

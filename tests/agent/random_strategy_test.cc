@@ -1,6 +1,8 @@
 #include <set>
 
 #include "agent/strategy.h"
+#include "codegen/cpu/gemm_template.h"
+#include "codegen/workload.h"
 #include "gtest/gtest.h"
 
 namespace kiln::agent {
@@ -73,6 +75,32 @@ TEST(Strategy, UnknownNameIsRejectedWithTheKnownOnes) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("random"), std::string::npos);
+}
+
+// A GEMM space on a chip with many cores (a longer NT domain) is past the size up to which a
+// sparse space is enumerated; at a small shape almost all of its points break a rule, yet every
+// strategy keeps finding valid, new configurations.
+TEST(SparseSpaces, SmallGemmOnAManyCoreChipIsSearchedToItsBudget) {
+  const auto gemm = codegen::ParseWorkload("gemm", "M=8,N=64,K=64");
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  codegen::ChipTraits chip;
+  chip.vector_floats = 16, chip.vector_registers = 32, chip.cores = 16;
+  for (const char* name : {"random", "annealing", "evolution", "default"}) {
+    StrategyContext c;
+    c.space = codegen::NewCpuGemmTemplate()->Space(*gemm, chip);
+    ASSERT_GT(c.space.CartesianSize(), 1u << 24);
+    c.seed = 5;
+    auto s = NewStrategy(name, c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    std::set<std::string> seen;
+    for (int i = 0; i < 12; ++i)
+      for (const auto& p : (*s)->Propose(1)) {
+        EXPECT_TRUE(c.space.IsValid(p)) << name;
+        seen.insert(codegen::ConfigKey(p));
+        (*s)->Observe({{p, v1::OK, 1.0 + static_cast<double>(seen.size())}});
+      }
+    EXPECT_EQ(seen.size(), 12u) << name;
+  }
 }
 
 }  // namespace
