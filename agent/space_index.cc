@@ -32,8 +32,8 @@ bool SpaceIndex::IsSparse() {
 void SpaceIndex::FindSeed() {
   const auto& knobs = space_.knobs();
   if (knobs.empty()) return;
-  Row r(knobs.size(), 0);  // the first valid point in mixed-radix order (first knob fastest)
-  while (true) {
+  Row r(knobs.size(), 0);  // the first valid point in mixed-radix order (first knob fastest),
+  for (uint64_t n = 0; n < kSparseEnumerateLimit; ++n) {  // looked for as far as enumeration goes
     if (IsValid(r)) {
       seeds_.push_back(r);
       return;
