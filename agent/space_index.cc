@@ -93,9 +93,12 @@ std::shared_ptr<const SpaceIndex> SpaceIndex::Build(const codegen::KnobSpace& sp
   } else if (s->IsSparse()) {
     if (product <= kSparseEnumerateLimit) {
       s->EnumerateAll();
+      s->seeds_ = {};
     } else if (s->seeds_.empty()) {
       s->FindSeed();  // rejection sampling will fail there: walks start from known points
     }
+  } else {
+    s->seeds_ = {};  // rejection sampling finds valid points: no walks
   }
   return s;
 }
