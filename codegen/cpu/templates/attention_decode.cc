@@ -242,7 +242,11 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
         const float* w = S + g0 * ld + b * VW;
         for (int j = 0; j < m; ++j) {
           const float* vr = vb + j * HD + c0 * VW;
-          if (g0 == 0 && ahead) PrefetchRow(vr + PF * VW * HD, DH * VW);
+          // The block PF ahead is requested front to back: step (c0, j) of the block's
+          // kRow/DH x VW steps takes the next DH*VW floats of it in memory order (requesting
+          // the same half-rows as this step reads made a strided stream, 4-10% slower cold).
+          if (g0 == 0 && ahead)
+            PrefetchRow(vb + PF * VW * HD + ((c0 / DH) * VW + j) * (DH * VW), DH * VW);
           Vec v[DH];
           for (int c = 0; c < DH; ++c) v[c] = Load(vr + c * VW);
 #pragma GCC unroll 4
