@@ -197,8 +197,18 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
       memset(tail + m * HD, 0, sizeof(float) * (VW - m) * HD);
       kb = tail;
     }
-    const float* ahead = PF > 0 && l + PF * VW < l1 ? K + (l + PF * VW) * HD : nullptr;
-    const long ahead_lines = ahead ? (l1 - l - PF * VW < VW ? l1 - l - PF * VW : VW) * HD / 16 : 0;
+    // The block PF ahead: of the keys while the chunk lasts, then the first blocks of the values,
+    // so that the value pass starts with its stream already flowing (2-3% faster cold at
+    // context 512).
+    const float* ahead = nullptr;
+    long ahead_lines = 0;
+    if (PF > 0) {
+      const long a = b + PF, pos = l0 + (a < nb ? a : a - nb) * VW;
+      if (pos < l1) {
+        ahead = (a < nb ? K : V) + pos * HD;
+        ahead_lines = (l1 - pos < VW ? l1 - pos : VW) * HD / 16;
+      }
+    }
     for (long g = 0; g < G; ++g) {
       // The block PF ahead is requested a head's share at a time, spread over the block's work.
       if (ahead) {
