@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "codegen/kernel_template.h"
 #include "gtest/gtest.h"
 #include "server/coordinator.h"
 #include "tests/server/test_util.h"
@@ -76,9 +77,15 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
   EXPECT_DOUBLE_EQ(Value(text, "kiln_job_best_gflops" + task), 5000 / best);
   EXPECT_DOUBLE_EQ(Value(text, "kiln_job_speedup_vs_baseline" + task), 200 / best);
   EXPECT_EQ(Value(text, "kiln_jobs{state=\"SUCCEEDED\"}"), 1);
-  // The first configuration is the GEMM template's starting one; the strategy proposed the rest.
-  EXPECT_EQ(Value(text, "kiln_agent_proposals_total{strategy=\"random\"}"), 4);
-  EXPECT_EQ(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), 4);
+  // The first configurations are the GEMM template's starting ones; the strategy proposed the
+  // rest of the budget of 5.
+  const auto starts =
+      (*codegen::FindTemplate(spec.workload(), "cpu"))
+          ->StartingConfigs(spec.workload(), codegen::TraitsFromFingerprint(CpuChip()));
+  ASSERT_FALSE(starts.empty());
+  const double proposed = 5.0 - starts.size();
+  EXPECT_EQ(Value(text, "kiln_agent_proposals_total{strategy=\"random\"}"), proposed);
+  EXPECT_EQ(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), proposed);
   const std::string chip = "chip_type=\"" + CpuChip().chip_type() + "\"";
   EXPECT_EQ(Value(text, "kiln_worker_registrations_total{" + chip + ",worker=\"lab-1\"}"), 1);
   EXPECT_GE(Value(text, "kiln_trials_total{" + chip + ",status=\"OK\"}"), 6);  // + baseline
