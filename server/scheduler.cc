@@ -52,6 +52,16 @@ std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool
   return out;
 }
 
+// The digest of the kernel `config` renders to for task `task` on the job's chip (empty when the
+// task has no template for the chip or the configuration does not render).
+std::string KernelDigest(const JobEntry& job, int task, const codegen::Config& config) {
+  const v1::Workload& w = job.job.tasks(task).workload();
+  auto tmpl = codegen::FindTemplate(w, job.job.chip().kind());
+  if (!tmpl.ok()) return "";
+  auto kernel = (*tmpl)->Render(w, config, codegen::TraitsFromFingerprint(job.job.chip()));
+  return kernel.ok() ? kernel->Hash() : "";
+}
+
 }  // namespace
 
 absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
@@ -155,7 +165,9 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
     *trial.mutable_config() = codegen::ToProto(configs[0]);
     auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type,
                                      codegen::ConfigKey(configs[0]));
-    if (record.ok() && record->has_value() && Reusable((*record)->measurement().status())) {
+    // Only a record of the kernel the template renders today (see TuningRecord.kernel_digest).
+    if (record.ok() && record->has_value() && Reusable((*record)->measurement().status()) &&
+        (*record)->kernel_digest() == KernelDigest(job, pick, configs[0])) {
       v1::Measurement m = (*record)->measurement();
       m.set_from_cache(true);
       ApplyResultLocked(job, trial, m, "kiln", batch);
@@ -289,6 +301,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     *r.mutable_chip() = job.job.chip();
     *r.mutable_config() = trial.config();
     r.set_config_key(codegen::ConfigKey(codegen::FromProto(trial.config())));
+    r.set_kernel_digest(KernelDigest(job, trial.task_index(), codegen::FromProto(trial.config())));
     *r.mutable_measurement() = m;
     r.set_created_unix_ms(clock_->NowMs());
     r.set_job_id(job.job.id());

@@ -1,6 +1,7 @@
 #include "server/coordinator.h"
 
 #include <limits>
+#include <map>
 #include <set>
 
 #include "codegen/kernel_template.h"
@@ -229,6 +230,41 @@ TEST_F(CoordinatorTest, MeasuredConfigsAreAnsweredFromTheStore) {
   EXPECT_EQ(job.state(), v1::SUCCEEDED);
   EXPECT_EQ(job.tasks(0).trials_ok(), 4);
   EXPECT_TRUE(job.tasks(0).best().from_cache());
+}
+
+// A record answers a proposal only while the template renders the same kernel for it: after a
+// template change (simulated by rewriting the records' digests) the configurations are measured
+// again and their records replaced.
+TEST_F(CoordinatorTest, RecordsOfAnOlderKernelAreMeasuredAgain) {
+  auto a = *core_->SubmitJob(GemmSpec(8, 4));
+  std::string w = RegisterWorker();
+  Drain(w);
+  const v1::Job done = *core_->GetJob(a);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED);
+  const std::string key = done.tasks(0).workload_key();
+  auto records = *store_->TopRecords(key, done.chip_type(), 100);
+  ASSERT_EQ(records.size(), 4u);
+  std::map<std::string, std::string> digest;  // config key -> the digest of today's kernel
+  WriteBatch older;
+  for (auto r : records) {
+    EXPECT_FALSE(r.kernel_digest().empty()) << r.config_key();
+    digest[r.config_key()] = r.kernel_digest();
+    r.set_kernel_digest("digest-of-an-older-template");
+    older.records.push_back(r);
+  }
+  ASSERT_TRUE(store_->Write(older).ok());
+
+  auto b = *core_->SubmitJob(GemmSpec(8, 4));  // the same proposals as job a
+  EXPECT_GE(Drain(w), 5);                      // the baseline and all four configurations
+  auto job = *core_->GetJob(b);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.tasks(0).trials_ok(), 4);
+  EXPECT_FALSE(job.tasks(0).best().from_cache());
+  auto remeasured = store_->TopRecords(key, done.chip_type(), 100);
+  ASSERT_TRUE(remeasured.ok());
+  ASSERT_EQ(remeasured->size(), 4u);
+  for (const auto& r : *remeasured)
+    EXPECT_EQ(r.kernel_digest(), digest[r.config_key()]) << r.config_key();
 }
 
 TEST_F(CoordinatorTest, JobSurvivesARestartWithEveryTrialOnce) {
