@@ -84,4 +84,11 @@ absl::StatusOr<KnobSpace> SpaceFor(const v1::Workload& w, const v1::ChipFingerpr
   return (*tmpl)->Space(w, TraitsFromFingerprint(chip));
 }
 
+absl::StatusOr<Kernel> RenderFor(const v1::Workload& w, const v1::ChipFingerprint& chip,
+                                 const Config& config) {
+  auto tmpl = FindTemplate(w, chip.kind());
+  if (!tmpl.ok()) return tmpl.status();
+  return (*tmpl)->Render(w, config, TraitsFromFingerprint(chip));
+}
+
 }  // namespace kiln::codegen

@@ -46,4 +46,9 @@ absl::StatusOr<const KernelTemplate*> FindTemplate(const v1::Workload& w,
 // Convenience: the knob space for a workload on a chip (template lookup + traits + pins).
 absl::StatusOr<KnobSpace> SpaceFor(const v1::Workload& w, const v1::ChipFingerprint& chip);
 
+// Convenience: the kernel a configuration renders to for a workload on a chip (template lookup +
+// traits), as a worker of that chip renders it.
+absl::StatusOr<Kernel> RenderFor(const v1::Workload& w, const v1::ChipFingerprint& chip,
+                                 const Config& config);
+
 }  // namespace kiln::codegen

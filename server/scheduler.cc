@@ -55,10 +55,7 @@ std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool
 // The digest of the kernel `config` renders to for task `task` on the job's chip (empty when the
 // task has no template for the chip or the configuration does not render).
 std::string KernelDigest(const JobEntry& job, int task, const codegen::Config& config) {
-  const v1::Workload& w = job.job.tasks(task).workload();
-  auto tmpl = codegen::FindTemplate(w, job.job.chip().kind());
-  if (!tmpl.ok()) return "";
-  auto kernel = (*tmpl)->Render(w, config, codegen::TraitsFromFingerprint(job.job.chip()));
+  auto kernel = codegen::RenderFor(job.job.tasks(task).workload(), job.job.chip(), config);
   return kernel.ok() ? kernel->Hash() : "";
 }
 
@@ -300,8 +297,9 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     r.set_chip_type(chip_type);
     *r.mutable_chip() = job.job.chip();
     *r.mutable_config() = trial.config();
-    r.set_config_key(codegen::ConfigKey(codegen::FromProto(trial.config())));
-    r.set_kernel_digest(KernelDigest(job, trial.task_index(), codegen::FromProto(trial.config())));
+    const codegen::Config config = codegen::FromProto(trial.config());
+    r.set_config_key(codegen::ConfigKey(config));
+    r.set_kernel_digest(KernelDigest(job, trial.task_index(), config));
     *r.mutable_measurement() = m;
     r.set_created_unix_ms(clock_->NowMs());
     r.set_job_id(job.job.id());
