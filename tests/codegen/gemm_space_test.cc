@@ -193,8 +193,12 @@ TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
   EXPECT_EQ(decode[1].at("NR"), 64);
   EXPECT_EQ(decode[1].at("PF"), 4096);
   EXPECT_EQ(decode[1].at("PFN"), 0);
-  EXPECT_EQ(Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx512Traits())[0].at("NR"),
-            64);
+  const std::vector<Config> batch =
+      Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx512Traits());
+  ASSERT_FALSE(batch.empty());
+  EXPECT_EQ(batch[0].at("NR"), 64);
+  EXPECT_EQ(batch[0].at("PFN"), 1);  // the next weight micro-panel into L2
+  EXPECT_EQ(batch[0].at("PF"), 0);
 }
 
 TEST(GemmSpaceTest, Avx2RulesDiffer) {
