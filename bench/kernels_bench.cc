@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/median.h"
 #include "codegen/kernel_template.h"
@@ -49,14 +50,18 @@ struct Row {
   // against their mean; the median over the rounds (the same moments for kernel and bound).
   double paired_pct = 0, paired_read_gbps = 0;
   std::string config;
+  // The coordinator's final rounds (TaskResult.finalists): a JSON array, and one line of text.
+  std::string finals_json = "[]", finals_text;
 };
 
 constexpr char kUsage[] =
     "usage: kiln-bench-kernels [--shape [OP:]DIMS ...] [--suite decode|quick]\n"
-    "                          [--budget N] [--pin KNOB=V ...] [--json FILE] [--markdown FILE]\n"
+    "                          [--budget N] [--pin KNOB=V ...] [--final-rounds N]\n"
+    "                          [--json FILE] [--markdown FILE]\n"
     "  OP is gemm (default) or attention_decode, e.g. --shape M=8,N=4096,K=4096 or\n"
     "  --shape attention_decode:B=1,H=32,KVH=8,D=128,L=4096\n"
-    "  --pin fixes a knob in every case's search (for A/B runs of one knob's values)\n";
+    "  --pin fixes a knob in every case's search (for A/B runs of one knob's values)\n"
+    "  --final-rounds N: the coordinator's final rounds per case (default 3; 0: none)\n";
 
 // "OP:DIMS" or "DIMS" (a GEMM) -> (op, dims).
 std::pair<std::string, std::string> SplitCase(const std::string& c) {
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
   std::map<std::string, int64_t> pins;
   std::string json_path, md_path, suite = "";
   int budget = 60;
+  int final_rounds = kiln::server::CoordinatorOptions().final_rounds;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -202,6 +208,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       pins[pin.substr(0, eq)] = value;
+    } else if (a == "--final-rounds") {
+      const std::string v = next();
+      if (!absl::SimpleAtoi(v, &final_rounds) || final_rounds < 0 || final_rounds > 10) {
+        std::fprintf(stderr, "kiln-bench-kernels: --final-rounds: expected 0..10, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
     } else if (a == "--json")
       json_path = next();
     else if (a == "--markdown")
@@ -222,6 +235,7 @@ int main(int argc, char** argv) {
   }
   kiln::server::CoordinatorOptions co;
   co.listen = "127.0.0.1:0";
+  co.final_rounds = final_rounds;
   // A fresh store per run: every case is tuned within its budget, none answered from old records.
   char dir_template[] = "/tmp/kiln-bench-kernels-XXXXXX";
   if (!mkdtemp(dir_template)) {
@@ -336,7 +350,8 @@ int main(int argc, char** argv) {
     r.gbps = ours.gbytes_per_s();
     r.prepack_us = ours.prepack_us();
     // Seconds per trial: the median trial (compile share + verify + measure), and end to end, the
-    // job's wall time over its trials (plus the coordinator's round trips and the baseline).
+    // job's wall time over its budget trials (plus the coordinator's round trips, the baseline
+    // and the final rounds).
     r.trial_s = MedianTrialSeconds(*stub, job.id());
     r.job_s = job.trials_done() > 0
                   ? (job.finished_unix_ms() - job.started_unix_ms()) / 1e3 / job.trials_done()
@@ -349,11 +364,22 @@ int main(int argc, char** argv) {
     r.roof_pct = roof > 0 ? 100 * r.gflops / roof : 0;
     r.roof_pct_probe = roof_probe > 0 ? 100 * r.gflops / roof_probe : 0;
     r.config = kiln::codegen::ConfigKey(kiln::codegen::FromProto(job.tasks(0).best_config()));
+    std::vector<std::string> finals_json;
+    for (const auto& f : job.tasks(0).finalists()) {
+      const std::string key = kiln::codegen::ConfigKey(kiln::codegen::FromProto(f.config()));
+      finals_json.push_back(absl::StrFormat(
+          "{\"config\": \"%s\", \"score\": %.4f, \"failed\": %s, \"round_median_us\": [%s]}", key,
+          f.score(), f.failed() ? "true" : "false", absl::StrJoin(f.round_median_us(), ", ")));
+      absl::StrAppend(&r.finals_text, r.finals_text.empty() ? "" : "; ",
+                      f.failed() ? "failed" : absl::StrFormat("%.3f", f.score()), " ", key);
+    }
+    r.finals_json = absl::StrCat("[", absl::StrJoin(finals_json, ", "), "]");
     auto ratio = [](double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0; };
     std::printf("%-38s %9.1f %8.1f %7.1f %6.1f %6.1f %7.1f %11s %7.2fx %10.1f %7.2fx %7.2f\n",
                 c.c_str(), r.kiln_us, r.gflops, r.gbps, r.read_gbps, r.roof_pct, r.paired_pct,
                 gemm ? absl::StrFormat("%.1f", r.blas_us).c_str() : "-",
                 ratio(r.blas_us, r.kiln_us), r.torch_us, ratio(r.torch_us, r.kiln_us), r.trial_s);
+    if (!r.finals_text.empty()) std::printf("  final rounds: %s\n", r.finals_text.c_str());
     std::fflush(stdout);
     rows.push_back(r);
   }
@@ -426,10 +452,10 @@ int main(int argc, char** argv) {
                "\"read_gbytes_per_s\": %.2f, \"roofline_pct\": %.2f, \"roofline_pct_probe\": %.2f, "
                "\"paired_roofline_pct\": %.2f, \"paired_read_gbytes_per_s\": %.2f, \"prepack_us\": "
                "%.1f, \"seconds_per_trial\": %.3f, "
-               "\"job_seconds_per_trial\": %.3f, \"config\": \"%s\"}",
+               "\"job_seconds_per_trial\": %.3f, \"config\": \"%s\", \"finalists\": %s}",
                r.op, r.shape, r.kiln_us, r.blas_us, r.torch_us, r.gflops, r.gbps, r.read_gbps,
                r.roof_pct, r.roof_pct_probe, r.paired_pct, r.paired_read_gbps, r.prepack_us,
-               r.trial_s, r.job_s, r.config);
+               r.trial_s, r.job_s, r.config, r.finals_json);
     }
     f << "]}\n";
   }

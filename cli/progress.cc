@@ -28,6 +28,9 @@ std::string RenderProgressLine(const v1::Job& job, int64_t now_ms,
   std::string line = Bar(job.trials_done(), budget) + "  " + std::to_string(job.trials_done()) +
                      "/" + (budget > 0 ? std::to_string(budget) : "?") + " trials";
   if (job.trials_failed() > 0) line += "  " + std::to_string(job.trials_failed()) + " failed";
+  if (job.tasks_size() == 1 && job.tasks(0).final_trials() > 0)  // the final rounds (FINAL)
+    line += "  final " + std::to_string(job.tasks(0).final_trials_done()) + "/" +
+            std::to_string(job.tasks(0).final_trials());
   const v1::Measurement* best = nullptr;
   if (job.tasks_size() == 1 && job.tasks(0).has_best() && IsUsable(job.tasks(0).best()))
     best = &job.tasks(0).best();

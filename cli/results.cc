@@ -28,6 +28,15 @@ void WriteSamples(JsonWriter& w, const v1::Measurement& m) {
   w.EndArray();
 }
 
+// "config": {knob: value, ...} in knob order.
+void WriteConfig(JsonWriter& w, const v1::Config& config) {
+  std::vector<std::pair<std::string, int64_t>> knobs(config.knobs().begin(), config.knobs().end());
+  std::sort(knobs.begin(), knobs.end());
+  w.Key("config").BeginObject();
+  for (const auto& [name, value] : knobs) w.Key(name).Int(value);
+  w.EndObject();
+}
+
 bool IsModelResult(const v1::Job& job) {
   return !job.spec().model().empty() || !job.spec().hf_config_json().empty();
 }
@@ -63,6 +72,20 @@ std::string TokensPerSecondText(const v1::Job& job) {
   return out;
 }
 
+// One line on a task's final rounds: how many, and each finalist's score, the best first.
+std::string FinalsText(const std::vector<v1::Finalist>& finalists) {
+  std::string out = "  final rounds: " + std::to_string(finalists.size()) +
+                    " configurations timed in turns, " +
+                    std::to_string(finalists.front().round_median_us_size()) +
+                    " rounds; time over each round's fastest (median):";
+  for (size_t i = 0; i < finalists.size(); ++i) {
+    const v1::Finalist& f = finalists[i];
+    out += (i ? ", " : " ") + (f.failed() ? std::string("failed") : FormatFixed(f.score(), 3)) +
+           (i == 0 && !f.failed() ? " (best)" : "");
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
@@ -92,6 +115,7 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
     }
     if (s.baseline && s.baseline_name.empty()) s.baseline_name = "baseline";
     if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
+    s.finalists.assign(task.finalists().begin(), task.finalists().end());
     out.push_back(std::move(s));
   }
   return out;
@@ -134,6 +158,7 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
     out +=
         (tasks.size() == 1 ? std::string("best config: ") : "best config (" + t.workload + "): ") +
         (config.empty() ? "-" : config) + "\n";
+    if (!t.finalists.empty()) out += FinalsText(t.finalists);
   }
   return out;
 }
@@ -157,12 +182,8 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     w.Key("best");
     if (t.best) {
       const v1::Measurement& m = *t.best;
-      w.BeginObject().Key("config").BeginObject();
-      std::vector<std::pair<std::string, int64_t>> knobs(t.best_config.knobs().begin(),
-                                                         t.best_config.knobs().end());
-      std::sort(knobs.begin(), knobs.end());
-      for (const auto& [name, value] : knobs) w.Key(name).Int(value);
-      w.EndObject();
+      w.BeginObject();
+      WriteConfig(w, t.best_config);
       w.Key("median_us").Number(m.median_us()).Key("p10_us").Number(m.p10_us());
       w.Key("p90_us").Number(m.p90_us()).Key("cv").Number(m.cv());
       w.Key("gflops").Number(m.gflops()).Key("gbytes_per_s").Number(m.gbytes_per_s());
@@ -185,6 +206,16 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     }
     w.Key("speedup_vs_baseline");
     t.speedup ? w.Number(*t.speedup) : w.Null();
+    w.Key("finalists").BeginArray();  // the final rounds, the best first
+    for (const v1::Finalist& f : t.finalists) {
+      w.BeginObject();
+      WriteConfig(w, f.config());
+      w.Key("score").Number(f.score()).Key("failed").Bool(f.failed());
+      w.Key("round_median_us").BeginArray();
+      for (double us : f.round_median_us()) w.Number(us);
+      w.EndArray().EndObject();
+    }
+    w.EndArray();
     w.EndObject();
   }
   w.EndArray();

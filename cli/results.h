@@ -21,7 +21,8 @@ struct TaskSummary {
   v1::Config best_config;
   std::optional<v1::Measurement> baseline;
   std::string baseline_name;
-  std::optional<double> speedup;  // baseline median / best median
+  std::optional<double> speedup;        // baseline median / best median
+  std::vector<v1::Finalist> finalists;  // the final rounds, winner first (empty: none)
 };
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);

@@ -207,6 +207,10 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
   for (const auto& [id, trial] : job.trials)
     if (trial.state() != v1::DONE) return;
+  if (StartFinalsLocked(job, batch)) {
+    work_cv_.notify_all();
+    return;
+  }
   for (const auto& task : job.job.tasks()) {
     if (!task.has_best()) {
       FinishLocked(job, v1::FAILED,

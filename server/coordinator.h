@@ -26,6 +26,12 @@ struct CoreOptions {
   int max_lease_wait_ms = 30000;     // cap on LeaseTrials long-poll
   uint64_t seed = 0;                 // ids and default job seeds; 0 = from the clock
   bool racing = true;                // tuning trials stop timing once surely slower than the best
+  // Final rounds (TrialKind FINAL) of single-operator jobs: once a task's budget is spent, its
+  // leading configurations (at most `finalists`, within 1.5x of the fastest) are timed again in
+  // turns for `final_rounds` rounds, and the best is the one fastest relative to the others.
+  // 0 rounds: off (the best is the fastest single measurement, re-measured once).
+  int final_rounds = 3;
+  int finalists = 3;
 };
 
 class Coordinator {
@@ -77,6 +83,11 @@ class Coordinator {
   void ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
                          const std::string& implementation, WriteBatch& batch);
   void MaybeFinishLocked(JobEntry& job, WriteBatch& batch);
+  // Creates the final rounds of every task of `job` that is due for them (budget spent, every
+  // trial answered, two or more contenders); returns the first trial created, or null.
+  v1::Trial* StartFinalsLocked(JobEntry& job, WriteBatch& batch);
+  // Scores the finalists of `task` once all its FINAL trials are answered and sets its best.
+  void DecideFinalsLocked(JobEntry& job, int task);
   // Model jobs: the estimated tokens/s after a task's best changed (and its gauge).
   void UpdateBestTokensLocked(JobEntry& job);
   void FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,

@@ -40,6 +40,8 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     core.lease_ttl_ms = o.lease_ttl_ms;
     core.heartbeat_interval_ms = o.heartbeat_interval_ms;
     core.racing = o.racing;
+    core.final_rounds = o.final_rounds;
+    core.finalists = o.finalists;
     core_ = std::make_unique<Coordinator>(store_.get(), &clock_, metrics_.get(), core);
     RETURN_IF_ERROR(core_->Recover());
     tuning_ = std::make_unique<TuningServiceImpl>(core_.get(), metrics_.get());

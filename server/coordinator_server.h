@@ -16,7 +16,9 @@ struct CoordinatorOptions {
   std::string port_file;                        // written atomically with the bound port
   int lease_ttl_ms = 20000;  // a lease without heartbeats for this long is requeued
   int heartbeat_interval_ms = 2000;
-  bool racing = true;  // tuning trials stop timing once surely slower than the task's best
+  bool racing = true;    // tuning trials stop timing once surely slower than the task's best
+  int final_rounds = 3;  // CoreOptions::final_rounds (0: off)
+  int finalists = 3;
   bool quiet = false;  // no log lines on stderr
 };
 

@@ -201,6 +201,7 @@ absl::Status Coordinator::Recover() {
       if (entry->terminal() && t.state() == v1::PENDING) continue;
       TaskState& task = entry->tasks[t.task_index()];
       if (t.kind() == v1::BASELINE) task.baseline_created = true;
+      if (t.kind() == v1::FINAL) task.finals_started = true;
       if (t.kind() == v1::TUNE) {
         task.proposed++;
         if (task.strategy) {

@@ -21,6 +21,7 @@ struct TaskState {
   // The task's first proposals (StartingConfigs in scheduler.cc), loaded once when it starts.
   std::vector<codegen::Config> starts;
   bool starts_loaded = false;
+  bool finals_started = false;  // its final rounds were created (or it had too few contenders)
 };
 
 struct JobEntry {

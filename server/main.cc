@@ -1,5 +1,6 @@
 // kiln-coordinator: the central gRPC service (store, scheduler, agent) as a daemon.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -14,9 +15,14 @@ constexpr char kUsage[] =
     "                        [--store sqlite:PATH | postgresql://...]\n"
     "                        [--metrics-listen HOST:PORT] [--port-file FILE]\n"
     "                        [--lease-ttl-ms MS] [--heartbeat-ms MS] [--no-racing]\n"
+    "                        [--final-rounds N] [--finalists K]\n"
     "--no-racing: time every tuning trial fully (by default a trial stops timing once its\n"
     "             median's 95% interval lies wholly above or below the task's best median;\n"
     "             a new best is then re-measured in full)\n"
+    "--final-rounds N, --finalists K: once an operator job's budget is spent, time its K\n"
+    "             fastest configurations (those within 1.5x of the best) again in turns for N\n"
+    "             rounds; the best is the fastest relative to the others (default 3 and 3;\n"
+    "             N=0: no final rounds)\n"
     "defaults: --listen 127.0.0.1:50051 --data-dir ./kiln-data --metrics-listen 0.0.0.0:9464\n";
 
 }  // namespace
@@ -49,7 +55,18 @@ int main(int argc, char** argv) {
       value(o.port_file);
     else if (a == "--no-racing")
       o.racing = false;
-    else if (a == "--lease-ttl-ms" || a == "--heartbeat-ms") {
+    else if (a == "--final-rounds" || a == "--finalists") {
+      value(v);
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      const long lo = a == "--finalists" ? 2 : 0, hi = 10;
+      if (v.empty() || *end != '\0' || n < lo || n > hi) {
+        std::fprintf(stderr, "kiln-coordinator: %s must be a whole number in %ld..%ld, got '%s'\n",
+                     a.c_str(), lo, hi, v.c_str());
+        return 2;
+      }
+      (a == "--final-rounds" ? o.final_rounds : o.finalists) = static_cast<int>(n);
+    } else if (a == "--lease-ttl-ms" || a == "--heartbeat-ms") {
       value(v);
       int n = std::atoi(v.c_str());
       if (n < 100) {

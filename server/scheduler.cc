@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,40 @@ std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool
 std::string KernelDigest(const JobEntry& job, int task, const codegen::Config& config) {
   auto kernel = codegen::RenderFor(job.job.tasks(task).workload(), job.job.chip(), config);
   return kernel.ok() ? kernel->Hash() : "";
+}
+
+// Final rounds: a configuration slower than the fastest by more than this is not a contender
+// (host noise moves memory-bound kernels by +-30% between trials, not by 1.5x).
+constexpr double kFinalMargin = 1.5;
+
+// The leading configurations of task `task`: each distinct configuration's fastest OK median over
+// its TUNE and REMEASURE trials, fastest first, those within kFinalMargin of the first, at most k.
+std::vector<v1::Config> Contenders(const JobEntry& job, int task, int k) {
+  std::map<std::string, std::pair<double, const v1::Config*>> fastest;  // by config key
+  for (const auto& [id, t] : job.trials) {
+    if (t.task_index() != task || (t.kind() != v1::TUNE && t.kind() != v1::REMEASURE) ||
+        t.state() != v1::DONE || t.measurement().status() != v1::OK)
+      continue;
+    const double us = t.measurement().median_us();
+    auto [it, fresh] =
+        fastest.try_emplace(codegen::ConfigKey(codegen::FromProto(t.config())), us, &t.config());
+    if (!fresh && us < it->second.first) it->second = {us, &t.config()};
+  }
+  std::vector<std::pair<double, const v1::Config*>> order;
+  for (const auto& [key, entry] : fastest) order.push_back(entry);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<v1::Config> out;
+  for (const auto& [us, config] : order)
+    if (static_cast<int>(out.size()) < k && us <= kFinalMargin * order.front().first)
+      out.push_back(*config);
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
@@ -137,7 +172,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
       if (!t.exhausted && t.proposed < job.Budget(i) && used < least) least = used, pick = i;
     }
     if (model) pick = PickModelTask(job);
-    if (pick < 0) return nullptr;
+    if (pick < 0) return model ? nullptr : StartFinalsLocked(job, batch);
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
       task.starts_loaded = true;
@@ -269,6 +304,14 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
     return;
   }
+  if (trial.kind() == v1::FINAL) {
+    task->set_final_trials_done(task->final_trials_done() + 1);
+    if (task->final_trials_done() >= task->final_trials())
+      DecideFinalsLocked(job, trial.task_index());
+    else
+      PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
+    return;
+  }
   if (trial.kind() == v1::REMEASURE) {
     // The confirmed figure is the re-measurement; it must still beat the best.
     if (m.status() == v1::OK && (!task->has_best() || m.median_us() < task->best().median_us())) {
@@ -320,6 +363,106 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   } else {
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
   }
+}
+
+v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
+  if (options_.final_rounds <= 0 || options_.finalists < 2 || IsModelJob(job.job.spec()))
+    return nullptr;
+  v1::Trial* first = nullptr;
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    TaskState& state = job.tasks[i];
+    if (state.finals_started || !state.baseline_created ||
+        (!state.exhausted && state.proposed < job.Budget(i)))
+      continue;
+    bool answered = true;
+    for (const auto& [id, t] : job.trials)
+      answered = answered && (t.task_index() != static_cast<int>(i) || t.state() == v1::DONE);
+    if (!answered) continue;
+    state.finals_started = true;
+    const std::vector<v1::Config> finalists = Contenders(job, i, options_.finalists);
+    if (finalists.size() < 2) continue;
+    // Round after round, every finalist once, in the same order: the trials are leased oldest
+    // first, so each round is timed back to back.
+    for (int round = 1; round <= options_.final_rounds; ++round)
+      for (const v1::Config& config : finalists) {
+        v1::Trial& t = NewTrialLocked(job, i, v1::FINAL);
+        *t.mutable_config() = config;
+        t.set_final_round(round);
+        batch.trials.push_back(t);
+        if (!first) first = &t;
+      }
+    v1::TaskResult* task = job.job.mutable_tasks(i);
+    task->set_final_trials(options_.final_rounds * static_cast<int>(finalists.size()));
+    task->set_final_trials_done(0);
+    batch.jobs.push_back(job.job);
+    PushEventLocked(job, v1::JobEvent::PROGRESS, i);
+  }
+  return first;
+}
+
+void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index) {
+  struct Entry {
+    v1::Config config;
+    std::map<int, const v1::Trial*> rounds;
+  };
+  std::map<std::string, Entry> entries;  // by config key
+  std::vector<std::string> order;        // first seen (the contenders' order)
+  int rounds = 0;
+  for (const auto& [id, t] : job.trials) {
+    if (t.task_index() != task_index || t.kind() != v1::FINAL) continue;
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto [it, fresh] = entries.try_emplace(key);
+    if (fresh) order.push_back(key), it->second.config = t.config();
+    it->second.rounds[t.final_round()] = &t;
+    rounds = std::max(rounds, t.final_round());
+  }
+  auto ok = [](const v1::Trial* t) { return t && t->measurement().status() == v1::OK; };
+  std::map<int, double> fastest;  // per round, over the finalists that passed it
+  for (const auto& [key, e] : entries)
+    for (const auto& [round, t] : e.rounds)
+      if (ok(t) && (!fastest.count(round) || t->measurement().median_us() < fastest[round]))
+        fastest[round] = t->measurement().median_us();
+  std::vector<v1::Finalist> finalists;
+  for (const std::string& key : order) {
+    const Entry& e = entries[key];
+    v1::Finalist f;
+    *f.mutable_config() = e.config;
+    std::vector<double> ratios;
+    for (int round = 1; round <= rounds; ++round) {
+      auto it = e.rounds.find(round);
+      const v1::Trial* t = it == e.rounds.end() ? nullptr : it->second;
+      f.add_round_median_us(ok(t) ? t->measurement().median_us() : 0);
+      if (ok(t))
+        ratios.push_back(t->measurement().median_us() / fastest[round]);
+      else
+        f.set_failed(true);
+    }
+    if (!f.failed()) f.set_score(Median(ratios));
+    finalists.push_back(std::move(f));
+  }
+  std::stable_sort(finalists.begin(), finalists.end(),
+                   [](const v1::Finalist& a, const v1::Finalist& b) {
+                     if (a.failed() != b.failed()) return !a.failed();
+                     return a.score() < b.score();
+                   });
+  v1::TaskResult* task = job.job.mutable_tasks(task_index);
+  task->clear_finalists();
+  for (const auto& f : finalists) *task->add_finalists() = f;
+  if (finalists.empty() || finalists.front().failed()) {  // keep the best as it was
+    PushEventLocked(job, v1::JobEvent::PROGRESS, task_index);
+    return;
+  }
+  // The winner's figure: its median round (of an even count, the slower middle one).
+  const Entry& winner = entries[codegen::ConfigKey(codegen::FromProto(finalists[0].config()))];
+  std::vector<const v1::Trial*> mine;
+  for (const auto& [round, t] : winner.rounds) mine.push_back(t);
+  std::sort(mine.begin(), mine.end(), [](const v1::Trial* a, const v1::Trial* b) {
+    return a->measurement().median_us() < b->measurement().median_us();
+  });
+  *task->mutable_best() = mine[mine.size() / 2]->measurement();
+  *task->mutable_best_config() = winner.config;
+  UpdateBestTokensLocked(job);
+  PushEventLocked(job, v1::JobEvent::NEW_BEST, task_index, &task->best());
 }
 
 absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(

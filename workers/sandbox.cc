@@ -272,8 +272,10 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   req.set_kind(trial.kind());
   req.set_seed(1);
   // A tuning trial only has to rank its kernel: a shorter cap (still dozens of samples for a
-  // millisecond kernel, and racing ends a loser sooner); baselines get the full second.
-  req.set_max_seconds(trial.kind() == v1::TUNE ? kTuneMaxSeconds : 1.0);
+  // millisecond kernel, and racing ends a loser sooner), and so does each of a final's rounds
+  // (the rounds together time it longer); baselines and re-measurements get the full second.
+  req.set_max_seconds(trial.kind() == v1::TUNE || trial.kind() == v1::FINAL ? kTuneMaxSeconds
+                                                                            : 1.0);
   if (trial.kind() == v1::TUNE) req.set_race_us(trial.race_us());
   if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {

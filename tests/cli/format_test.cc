@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "cli/json_writer.h"
 #include "cli/results.h"
@@ -228,6 +229,41 @@ TEST(ResultsTest, TableShowsJobTasksBaselineAndConfig) {
   EXPECT_THAT(table, HasSubstr("2.03x"));
   EXPECT_THAT(table, HasSubstr("best config (gemm m=8 n=4096 k=4096 fp32): KC=256 MR=8\n"));
   EXPECT_THAT(table, HasSubstr("gemm m=8 n=1024 k=4096 fp32  2      0/3        -"));
+}
+
+// The final rounds: scores under the best configuration, every finalist in the JSON.
+TEST(ResultsTest, FinalRoundsAreShownWithTheirScores) {
+  v1::GetResultsResponse r = SampleResults();
+  r.mutable_job()->mutable_tasks()->DeleteSubrange(1, 1);
+  v1::TaskResult* t = r.mutable_job()->mutable_tasks(0);
+  auto add = [&](int64_t mr, double score, bool failed, std::vector<double> rounds) {
+    v1::Finalist* f = t->add_finalists();
+    (*f->mutable_config()->mutable_knobs())["MR"] = mr;
+    f->set_score(score);
+    f->set_failed(failed);
+    for (double us : rounds) f->add_round_median_us(us);
+  };
+  add(8, 1.0, false, {812.5, 1600, 820});
+  add(4, 1.05, false, {870, 1700, 860});
+  add(6, 0, true, {900, 0, 905});
+  EXPECT_THAT(FormatResultsTable(r),
+              HasSubstr("best config: KC=256 MR=8\n  final rounds: 3 configurations timed in "
+                        "turns, 3 rounds; time over each round's fastest (median): 1.000 (best), "
+                        "1.050, failed\n"));
+  Struct root = ParseJson(ResultsJson(r));
+  const Struct& task = Field(root, "tasks").list_value().values(0).struct_value();
+  const auto& finalists = Field(task, "finalists").list_value();
+  ASSERT_EQ(finalists.values_size(), 3);
+  const Struct& second = finalists.values(1).struct_value();
+  EXPECT_EQ(Field(Field(second, "config").struct_value(), "MR").number_value(), 4);
+  EXPECT_EQ(Field(second, "score").number_value(), 1.05);
+  EXPECT_EQ(Field(second, "round_median_us").list_value().values(1).number_value(), 1700);
+  EXPECT_TRUE(Field(finalists.values(2).struct_value(), "failed").bool_value());
+  Struct none = ParseJson(ResultsJson(SampleResults()));
+  EXPECT_EQ(Field(Field(none, "tasks").list_value().values(0).struct_value(), "finalists")
+                .list_value()
+                .values_size(),
+            0);
 }
 
 v1::Job SampleJob() { return SampleResults().job(); }

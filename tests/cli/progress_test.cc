@@ -48,6 +48,11 @@ TEST(ProgressTest, RendersBarCountsBestElapsedAndState) {
   EXPECT_THAT(RenderProgressLine(done, 9'999'999'999),
               HasSubstr("[########################]  64/64 trials  best 700.0 µs"));
   EXPECT_THAT(RenderProgressLine(done, 9'999'999'999), HasSubstr("3m07s  SUCCEEDED"));
+  // The final rounds, counted after the budget trials.
+  v1::Job finals = RunningJob(64, 0, 700);
+  finals.mutable_tasks(0)->set_final_trials(9);
+  finals.mutable_tasks(0)->set_final_trials_done(4);
+  EXPECT_THAT(RenderProgressLine(finals, 1'042'000), HasSubstr("64/64 trials  final 4/9  best"));
   // The event's best is used while the snapshot has none.
   v1::Measurement event_best;
   event_best.set_median_us(900);

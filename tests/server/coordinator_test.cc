@@ -1,8 +1,10 @@
 #include "server/coordinator.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
@@ -26,9 +28,15 @@ class CoordinatorTest : public ::testing::Test {
 
   // A fresh core over the same store, as after kill -9 of the coordinator.
   void Restart() {
-    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr,
-                                          CoreOptions{5000, 1000, 1000, 1});
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr, options_);
     ASSERT_TRUE(core_->Recover().ok());
+  }
+
+  // Without final rounds unless a test turns them on (they add trials to every count).
+  static CoreOptions TestOptions() {
+    CoreOptions o{5000, 1000, 1000, 1};
+    o.final_rounds = 0;
+    return o;
   }
 
   std::string RegisterWorker(const std::string& id = "") {
@@ -72,6 +80,7 @@ class CoordinatorTest : public ::testing::Test {
     return n;
   }
 
+  CoreOptions options_ = TestOptions();
   FakeClock clock_;
   std::string dir_;
   std::unique_ptr<Store> store_;
@@ -291,6 +300,66 @@ TEST_F(CoordinatorTest, JobSurvivesARestartWithEveryTrialOnce) {
     }
   }
   EXPECT_EQ(configs.size(), 6u);
+}
+
+// Final rounds: the configuration that a lucky moment made fastest once (A) loses to the one
+// fastest when all are timed in turns (B), even in a round where the host ran at half speed; a
+// configuration outside 1.5x of the fastest (D) is no contender, one that fails a round (C) is
+// out; the rounds survive a restart of the coordinator.
+TEST_F(CoordinatorTest, FinalRoundsPickTheFastestTimedInTurns) {
+  options_.final_rounds = 3;
+  options_.finalists = 3;
+  Restart();
+  auto id = *core_->SubmitJob(GemmSpec(8, 4));
+  std::string w = RegisterWorker();
+  std::vector<std::string> seen;  // config keys in the order they were first tuned: A, B, C, D
+  auto letter = [&](const v1::Trial& t) {
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto it = std::find(seen.begin(), seen.end(), key);
+    if (it != seen.end()) return static_cast<int>(it - seen.begin());
+    seen.push_back(key);
+    return static_cast<int>(seen.size()) - 1;
+  };
+  std::vector<int> final_order;
+  auto answer = [&](const v1::Trial& t) {
+    if (t.kind() == v1::BASELINE) return Ok(500);
+    const int x = letter(t);
+    if (t.kind() != v1::FINAL) return Ok(std::vector<double>{100, 110, 120, 200}.at(x));
+    final_order.push_back(x);
+    if (x == 2 && t.final_round() == 2) {
+      v1::Measurement crashed;
+      crashed.set_status(v1::CRASHED);
+      return crashed;
+    }
+    const double slow = t.final_round() == 2 ? 2 : 1;  // the host at half speed in round 2
+    return Ok(slow * std::vector<double>{130, 105, 125}.at(x));
+  };
+  bool restarted = false;
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    Report(w, ts[0], answer(ts[0]));
+    if (final_order.size() == 4 && !restarted) Restart(), restarted = true;
+  }
+  ASSERT_TRUE(restarted);
+  auto r = *core_->GetResults(id);
+  const v1::TaskResult& task = r.job().tasks(0);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(final_order, (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));  // in turns, no repeats
+  EXPECT_EQ(task.final_trials(), 9);
+  EXPECT_EQ(task.final_trials_done(), 9);
+  EXPECT_EQ(task.trials_ok(), 4);  // finals are not budget trials
+  ASSERT_EQ(task.finalists_size(), 3);
+  EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.finalists(0).config())), seen[1]);
+  EXPECT_DOUBLE_EQ(task.finalists(0).score(), 1.0);
+  EXPECT_EQ(std::vector<double>(task.finalists(0).round_median_us().begin(),
+                                task.finalists(0).round_median_us().end()),
+            (std::vector<double>{105, 210, 105}));
+  EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.finalists(1).config())), seen[0]);
+  EXPECT_NEAR(task.finalists(1).score(), 130.0 / 105, 1e-9);
+  EXPECT_TRUE(task.finalists(2).failed());
+  EXPECT_EQ(task.finalists(2).round_median_us(1), 0);
+  EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.best_config())), seen[1]);
+  EXPECT_DOUBLE_EQ(task.best().median_us(), 105);  // its median round
 }
 
 TEST_F(CoordinatorTest, CancelStopsTheJob) {
