@@ -214,8 +214,12 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   for (const auto& task : job.job.tasks()) {
     if (!task.has_best()) {
       FinishLocked(job, v1::FAILED,
-                   absl::StrCat("no configuration of ", task.workload_key(),
-                                " passed verification (", task.trials_failed(), " failed)"),
+                   task.finalists_size() > 0
+                       ? absl::StrCat("every finalist of ", task.workload_key(),
+                                      " failed a final round (a kernel that crashed or gave a "
+                                      "wrong result when timed again; see the FINAL trials)")
+                       : absl::StrCat("no configuration of ", task.workload_key(),
+                                      " passed verification (", task.trials_failed(), " failed)"),
                    batch);
       return;
     }

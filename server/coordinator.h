@@ -86,8 +86,9 @@ class Coordinator {
   // Creates the final rounds of every task of `job` that is due for them (budget spent, every
   // trial answered, two or more contenders); returns the first trial created, or null.
   v1::Trial* StartFinalsLocked(JobEntry& job, WriteBatch& batch);
-  // Scores the finalists of `task` once all its FINAL trials are answered and sets its best.
-  void DecideFinalsLocked(JobEntry& job, int task);
+  // Scores the finalists of `task` once all its FINAL trials are answered, sets its best, and
+  // writes each finalist's record from its final rounds.
+  void DecideFinalsLocked(JobEntry& job, int task, WriteBatch& batch);
   // Model jobs: the estimated tokens/s after a task's best changed (and its gauge).
   void UpdateBestTokensLocked(JobEntry& job);
   void FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,

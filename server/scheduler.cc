@@ -60,6 +60,25 @@ std::string KernelDigest(const JobEntry& job, int task, const codegen::Config& c
   return kernel.ok() ? kernel->Hash() : "";
 }
 
+// The tuning record of `trial`'s configuration measured as `m`, for the store.
+v1::TuningRecord RecordOf(const JobEntry& job, const v1::Trial& trial, const v1::Measurement& m,
+                          int64_t now_ms) {
+  const v1::TaskResult& task = job.job.tasks(trial.task_index());
+  v1::TuningRecord r;
+  r.set_workload_key(task.workload_key());
+  *r.mutable_workload() = task.workload();
+  r.set_chip_type(job.job.chip_type());
+  *r.mutable_chip() = job.job.chip();
+  *r.mutable_config() = trial.config();
+  const codegen::Config config = codegen::FromProto(trial.config());
+  r.set_config_key(codegen::ConfigKey(config));
+  r.set_kernel_digest(KernelDigest(job, trial.task_index(), config));
+  *r.mutable_measurement() = m;
+  r.set_created_unix_ms(now_ms);
+  r.set_job_id(job.job.id());
+  return r;
+}
+
 // Final rounds: a configuration slower than the fastest by more than this is not a contender
 // (host noise moves memory-bound kernels by +-30% between trials, not by 1.5x).
 constexpr double kFinalMargin = 1.5;
@@ -169,7 +188,9 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
     for (size_t i = 0; i < job.tasks.size() && !model; ++i) {
       const TaskState& t = job.tasks[i];
       double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
-      if (!t.exhausted && t.proposed < job.Budget(i) && used < least) least = used, pick = i;
+      // (finals_started: its budget was spent; `exhausted` is not stored across a restart)
+      if (!t.exhausted && !t.finals_started && t.proposed < job.Budget(i) && used < least)
+        least = used, pick = i;
     }
     if (model) pick = PickModelTask(job);
     if (pick < 0) return model ? nullptr : StartFinalsLocked(job, batch);
@@ -307,7 +328,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   if (trial.kind() == v1::FINAL) {
     task->set_final_trials_done(task->final_trials_done() + 1);
     if (task->final_trials_done() >= task->final_trials())
-      DecideFinalsLocked(job, trial.task_index());
+      DecideFinalsLocked(job, trial.task_index(), batch);
     else
       PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
     return;
@@ -333,21 +354,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   TaskState& state = job.tasks[trial.task_index()];
   if (state.strategy)
     state.strategy->Observe({{codegen::FromProto(trial.config()), m.status(), m.median_us()}});
-  if (!m.from_cache()) {
-    v1::TuningRecord r;
-    r.set_workload_key(task->workload_key());
-    *r.mutable_workload() = task->workload();
-    r.set_chip_type(chip_type);
-    *r.mutable_chip() = job.job.chip();
-    *r.mutable_config() = trial.config();
-    const codegen::Config config = codegen::FromProto(trial.config());
-    r.set_config_key(codegen::ConfigKey(config));
-    r.set_kernel_digest(KernelDigest(job, trial.task_index(), config));
-    *r.mutable_measurement() = m;
-    r.set_created_unix_ms(clock_->NowMs());
-    r.set_job_id(job.job.id());
-    batch.records.push_back(std::move(r));
-  }
+  if (!m.from_cache()) batch.records.push_back(RecordOf(job, trial, m, clock_->NowMs()));
   bool better = ok && (!task->has_best() || m.median_us() < task->best().median_us());
   if (better && !m.from_cache()) {
     // A new best is measured once more before it is reported (DESIGN.md §5).
@@ -400,7 +407,7 @@ v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
   return first;
 }
 
-void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index) {
+void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index, WriteBatch& batch) {
   struct Entry {
     v1::Config config;
     std::map<int, const v1::Trial*> rounds;
@@ -422,9 +429,24 @@ void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index) {
     for (const auto& [round, t] : e.rounds)
       if (ok(t) && (!fastest.count(round) || t->measurement().median_us() < fastest[round]))
         fastest[round] = t->measurement().median_us();
+  // Each finalist's record becomes its median round, or its first failed one: a kernel that
+  // verifies only sometimes is not answered from the store as sound.
+  auto median_round = [](const Entry& e) {
+    std::vector<const v1::Trial*> rounds;
+    for (const auto& [round, t] : e.rounds) rounds.push_back(t);
+    std::sort(rounds.begin(), rounds.end(), [](const v1::Trial* a, const v1::Trial* b) {
+      return a->measurement().median_us() < b->measurement().median_us();
+    });
+    return rounds[rounds.size() / 2];  // of an even count, the slower middle one
+  };
   std::vector<v1::Finalist> finalists;
   for (const std::string& key : order) {
     const Entry& e = entries[key];
+    const v1::Trial* figure = nullptr;
+    for (const auto& [round, t] : e.rounds)
+      if (!figure && !ok(t)) figure = t;
+    if (!figure) figure = median_round(e);
+    batch.records.push_back(RecordOf(job, *figure, figure->measurement(), clock_->NowMs()));
     v1::Finalist f;
     *f.mutable_config() = e.config;
     std::vector<double> ratios;
@@ -448,18 +470,17 @@ void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index) {
   v1::TaskResult* task = job.job.mutable_tasks(task_index);
   task->clear_finalists();
   for (const auto& f : finalists) *task->add_finalists() = f;
-  if (finalists.empty() || finalists.front().failed()) {  // keep the best as it was
+  if (finalists.empty() || finalists.front().failed()) {
+    // Every finalist failed a round (a kernel that verifies only sometimes, or crashes): none of
+    // them is a best to report, and the fastest was one of them.
+    task->clear_best();
+    task->clear_best_config();
     PushEventLocked(job, v1::JobEvent::PROGRESS, task_index);
     return;
   }
-  // The winner's figure: its median round (of an even count, the slower middle one).
+  // The winner's figure: its median round.
   const Entry& winner = entries[codegen::ConfigKey(codegen::FromProto(finalists[0].config()))];
-  std::vector<const v1::Trial*> mine;
-  for (const auto& [round, t] : winner.rounds) mine.push_back(t);
-  std::sort(mine.begin(), mine.end(), [](const v1::Trial* a, const v1::Trial* b) {
-    return a->measurement().median_us() < b->measurement().median_us();
-  });
-  *task->mutable_best() = mine[mine.size() / 2]->measurement();
+  *task->mutable_best() = median_round(winner)->measurement();
   *task->mutable_best_config() = winner.config;
   UpdateBestTokensLocked(job);
   PushEventLocked(job, v1::JobEvent::NEW_BEST, task_index, &task->best());

@@ -360,6 +360,38 @@ TEST_F(CoordinatorTest, FinalRoundsPickTheFastestTimedInTurns) {
   EXPECT_EQ(task.finalists(2).round_median_us(1), 0);
   EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.best_config())), seen[1]);
   EXPECT_DOUBLE_EQ(task.best().median_us(), 105);  // its median round
+  // The finalists' records carry their final rounds: B's median round heads the store (A's lucky
+  // 100 is gone), and C, which crashed, is no longer an OK record.
+  auto records = *store_->TopRecords(task.workload_key(), r.job().chip_type(), 10);
+  ASSERT_EQ(records.size(), 3u);  // A, B and D
+  EXPECT_EQ(records[0].config_key(), seen[1]);
+  EXPECT_DOUBLE_EQ(records[0].measurement().median_us(), 105);
+  EXPECT_EQ(records[1].config_key(), seen[0]);
+  EXPECT_DOUBLE_EQ(records[1].measurement().median_us(), 130);
+}
+
+// A job whose finalists all fail a final round has no best it can stand behind: it fails and
+// says why.
+TEST_F(CoordinatorTest, AJobWhoseFinalistsAllFailFails) {
+  options_.final_rounds = 2;
+  Restart();
+  auto id = *core_->SubmitJob(GemmSpec(8, 3));
+  std::string w = RegisterWorker();
+  int finals = 0;
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    v1::Measurement m = Ok(100 + ts[0].seq());
+    if (ts[0].kind() == v1::FINAL) {
+      ++finals;
+      m.set_status(v1::WRONG_RESULT);
+    }
+    Report(w, ts[0], m);
+  }
+  EXPECT_EQ(finals, 6);  // 2 rounds of 3 contenders
+  const v1::Job job = *core_->GetJob(id);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.message().find("failed a final round"), std::string::npos) << job.message();
+  EXPECT_FALSE(job.tasks(0).has_best());
+  EXPECT_EQ(job.tasks(0).finalists_size(), 3);
 }
 
 TEST_F(CoordinatorTest, CancelStopsTheJob) {
