@@ -202,7 +202,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     const TaskState& t = job.tasks[i];
     if (!t.baseline_created) return;
-    if (!model && !t.exhausted && t.proposed < job.Budget(i)) return;
+    if (!model && !job.BudgetSpent(i)) return;
   }
   if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
   for (const auto& [id, trial] : job.trials)

@@ -37,6 +37,10 @@ struct JobEntry {
     return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
   }
   int Budget(int task) const { return job.tasks(task).trials_budget(); }
+  // The task has proposed its whole budget, or its strategy has nothing new to propose.
+  bool BudgetSpent(int task) const {
+    return tasks[task].exhausted || tasks[task].proposed >= Budget(task);
+  }
 };
 
 }  // namespace kiln::server

@@ -189,8 +189,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
       const TaskState& t = job.tasks[i];
       double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
       // (finals_started: its budget was spent; `exhausted` is not stored across a restart)
-      if (!t.exhausted && !t.finals_started && t.proposed < job.Budget(i) && used < least)
-        least = used, pick = i;
+      if (!job.BudgetSpent(i) && !t.finals_started && used < least) least = used, pick = i;
     }
     if (model) pick = PickModelTask(job);
     if (pick < 0) return model ? nullptr : StartFinalsLocked(job, batch);
@@ -378,9 +377,7 @@ v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
   v1::Trial* first = nullptr;
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     TaskState& state = job.tasks[i];
-    if (state.finals_started || !state.baseline_created ||
-        (!state.exhausted && state.proposed < job.Budget(i)))
-      continue;
+    if (state.finals_started || !state.baseline_created || !job.BudgetSpent(i)) continue;
     bool answered = true;
     for (const auto& [id, t] : job.trials)
       answered = answered && (t.task_index() != static_cast<int>(i) || t.state() == v1::DONE);

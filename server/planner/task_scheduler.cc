@@ -60,7 +60,7 @@ int PickModelTask(const JobEntry& job) {
   double most = -1;
   for (int i = 0; i < n; ++i) {
     const TaskState& s = job.tasks[i];
-    if (s.exhausted || s.proposed >= job.Budget(i)) continue;
+    if (job.BudgetSpent(i)) continue;
     const v1::TaskResult& r = job.job.tasks(i);
     const double w = std::max(1, r.count());
     const auto& c = curve[i];
