@@ -26,7 +26,8 @@ hardware::Device* GemmKernelTest::device_ = nullptr;
 v1::Workload Gemm(const std::string& shape) { return *ParseWorkload("gemm", shape); }
 
 // Configurations spanning both PACK modes, both loop orders, 1 and 2 threads, every UNROLL,
-// register tiles of 1..6 vectors and blocks that cut every test shape raggedly. The first list
+// register tiles of 1..6 vectors and blocks that cut every test shape raggedly; with PACK=1 every
+// MR (each has its own in-register transposition of A, PackA). The first list
 // is valid on AVX2 and AVX-512 alike; the second needs 32 vector registers.
 struct Case {
   int64_t mr, nr, mc, kc, nc, pack, unroll, loop_order, nt;
@@ -35,10 +36,13 @@ const std::vector<Case> kCases = {
     {4, 16, 16, 64, 64, 1, 1, 0, 1},   {3, 32, 32, 128, 128, 0, 4, 1, 2},
     {2, 48, 64, 64, 384, 1, 8, 1, 2},  {1, 16, 16, 64, 64, 0, 2, 0, 1},
     {6, 16, 64, 256, 512, 1, 4, 0, 2}, {1, 64, 16, 64, 256, 0, 1, 1, 2},
+    {3, 16, 32, 128, 256, 1, 2, 1, 2}, {1, 32, 16, 128, 128, 1, 4, 1, 1},
 };
 const std::vector<Case> kWideCases = {
     {14, 32, 128, 256, 512, 1, 4, 0, 2},
     {8, 48, 64, 128, 768, 0, 4, 0, 2},
+    {12, 32, 64, 128, 256, 1, 2, 1, 2},
+    {8, 32, 64, 64, 128, 1, 1, 0, 1},
 };
 
 TEST_F(GemmKernelTest, DiverseConfigsAreCorrectOnRaggedShapes) {

@@ -122,10 +122,61 @@ thread_local Scratch tls_a, tls_b;
 
 // Packs rows [0, mc) x cols [0, kc) of A (leading dimension lda) into MR-row micro-panels:
 // element (i, k) of panel p lands at dst[p*MR*kc + k*MR + i]; rows past mc are zero.
+// VW columns at a time, transposed in registers: output vector o of a column block takes its
+// lanes from rows (i, i+1) by one two-source shuffle per row pair and a select (kPackA holds the
+// shuffle indices and each lane's row, fixed by MR and VW), while the next micro-panel's rows are
+// prefetched a line at a time. Against the scalar element-by-element copy, on a Zen 5 VM at
+// M=128, N=1024, K=4096 (both cores, cold): 3125 -> 2934 us, where skipping the packing
+// altogether (wrong results) gave 2790 us; at M=128, N=4096, K=14336 45.8 -> 43.3 ms.
+typedef int IVec __attribute__((vector_size(VW * 4)));
+struct alignas(64) PackATable {
+  int idx[MR][(MR + 1) / 2][VW];  // [output vector][row pair][lane]: source lane (+VW: 2nd row)
+  int row[MR][VW];                // [output vector][lane]: the row the lane comes from
+};
+constexpr PackATable MakePackATable() {
+  PackATable t{};
+  for (int o = 0; o < MR; ++o)
+    for (int l = 0; l < VW; ++l) {
+      const int e = o * VW + l, i = e % MR;
+      t.row[o][l] = i;
+      for (int pr = 0; pr < (MR + 1) / 2; ++pr)
+        t.idx[o][pr][l] = e / MR + (i == 2 * pr + 1 ? VW : 0);
+    }
+  return t;
+}
+constexpr PackATable kPackA = MakePackATable();
+
 void PackA(const float* a, long lda, int mc, int kc, float* dst) {
   for (int p = 0; p < mc; p += MR) {
-    int rows = mc - p < MR ? mc - p : MR;
-    for (int k = 0; k < kc; ++k) {
+    const int rows = mc - p < MR ? mc - p : MR;
+    const int next = mc - p - MR < 0 ? 0 : mc - p - MR < MR ? mc - p - MR : MR;
+    int k = 0;
+#ifndef __clang__  // __builtin_shuffle with a variable index is GCC's
+    for (; k + VW <= kc; k += VW) {
+      Vec r[MR + 1];
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) r[i] = i < rows ? Load(a + (long)(p + i) * lda + k) : Vec{};
+      r[MR] = Vec{};
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+        if (i < next) __builtin_prefetch(a + (long)(p + MR + i) * lda + k, 0, 3);
+#pragma GCC unroll 16
+      for (int o = 0; o < MR; ++o) {
+        const IVec row = *reinterpret_cast<const IVec*>(kPackA.row[o]);
+        Vec out = Vec{};
+#pragma GCC unroll 16
+        for (int pr = 0; pr < (MR + 1) / 2; ++pr) {
+          const IVec idx = *reinterpret_cast<const IVec*>(kPackA.idx[o][pr]);
+          const Vec t = __builtin_shuffle(r[2 * pr], r[2 * pr + 1], idx);
+          out = (row == 2 * pr) | (row == 2 * pr + 1) ? t : out;
+        }
+        Store(dst + (long)k * MR + o * VW, out);
+      }
+    }
+#else
+    (void)next;
+#endif
+    for (; k < kc; ++k) {  // the last kc % VW columns (all of them with clang)
       for (int i = 0; i < rows; ++i) dst[k * MR + i] = a[(p + i) * lda + k];
       for (int i = rows; i < MR; ++i) dst[k * MR + i] = 0.0f;
     }
