@@ -178,6 +178,17 @@ TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
         }
         if (std::string(nk) != "N=64,K=64") {
           EXPECT_EQ(starts[0].at("NT"), traits.cores) << name << " " << shape;
+          // Every thread busy: the tiles, claimed one at a time, split within 5% of evenly
+          // (where whole register tiles can split N evenly: not 48-column tiles on N=1024).
+          for (const Config& c : starts) {
+            const int64_t N = w.dims().at("N"), mc = c.at("MC"), nc = c.at("NC"), nt = c.at("NT");
+            if (N % c.at("NR") != 0) continue;
+            const int64_t tiles = ((m + mc - 1) / mc) * ((N + nc - 1) / nc);
+            const double work =
+                static_cast<double>(m) / std::min<int64_t>(mc, m) * N / std::min<int64_t>(nc, N);
+            EXPECT_GE(work / (nt * ((tiles + nt - 1) / nt)), 0.95)
+                << name << " " << shape << ": " << ConfigKey(c);
+          }
         }
       }
     }
@@ -193,6 +204,9 @@ TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
   EXPECT_EQ(decode[1].at("NR"), 64);
   EXPECT_EQ(decode[1].at("PF"), 4096);
   EXPECT_EQ(decode[1].at("PFN"), 0);
+  // N=14336 on two cores: 14 columns blocks of 1024, not 7 of 2048 or 10 of 1536 (one a third).
+  for (const Config& c : Template().StartingConfigs(Gemm("M=16,N=14336,K=4096"), Avx512Traits()))
+    if (14336 % c.at("NR") == 0) EXPECT_EQ(c.at("NC"), 1024) << ConfigKey(c);
   const std::vector<Config> batch =
       Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx512Traits());
   ASSERT_FALSE(batch.empty());
