@@ -70,7 +70,8 @@ Config FitBlocks(const KnobSpace& space, Config wish, int64_t M, int64_t N) {
       if (*it <= wish[knob]) out.push_back(*it);
     return out;
   };
-  for (int64_t nt : down_from("NT"))
+  const std::vector<int64_t> threads = down_from("NT");
+  for (int64_t nt : threads)
     for (int64_t mc : down_from("MC"))
       for (int64_t kc : down_from("KC"))
         for (int64_t nc : down_from("NC")) {
@@ -79,6 +80,7 @@ Config FitBlocks(const KnobSpace& space, Config wish, int64_t M, int64_t N) {
           if (!space.IsValid(c)) continue;
           const double balance = TileBalance(M, N, mc, nc, nt);
           const double busy = nt * (balance >= kEven ? 1.0 : balance);
+          if (busy >= threads.front()) return c;  // every thread busy: none comes out ahead
           if (busy > best_busy) best = c, best_busy = busy;
         }
   return best;
