@@ -1,5 +1,6 @@
 // Kiln CPU templates' runtime: the parallel loop and a vectorizable exp, prepended to every CPU
-// kernel template when it is rendered (compile a template on its own with `c++ -include parallel.h`).
+// kernel template when it is rendered (a template on its own compiles with
+// `c++ -include parallel.h`).
 //
 // kiln_rt::ParallelFor(n, nt, body) runs body(i) for i in [0, n) on up to nt threads: the caller
 // and nt-1 helper threads claim items one at a time, and the caller waits only for items a helper
@@ -31,8 +32,8 @@
 #ifndef KILN_RT_HOST
 // The host's pool, when the loading process provides one (weak: null otherwise).
 extern "C" __attribute__((weak)) void kiln_rt_parallel_for_v1(long n, int nt,
-                                                               void (*call)(const void*, long),
-                                                               const void* body);
+                                                              void (*call)(const void*, long),
+                                                              const void* body);
 #endif
 
 namespace kiln_rt {
@@ -164,6 +165,52 @@ inline void ParallelFor(long n, int nt, const Body& body) {
 #else
   the_pool.Run(n, nt, body);
 #endif
+}
+
+// kiln_rt::ParallelRuns(n, nt, body) runs body(i, next) for i in [0, n) on up to nt threads, each
+// working through its own contiguous run of the items in order (thread t: [t*n/nt, (t+1)*n/nt))
+// and then taking unclaimed items from the far ends of the others' runs, so a thread that starts
+// late or is preempted costs no more than with ParallelFor. `next` is the item this thread expects
+// to run next (-1 at the end of its run): a body can prefetch its first bytes; should another
+// thread take it meanwhile, only the prefetch is wasted. Contiguous runs keep each core's memory
+// stream in order from one item to the next; items handed out one at a time alternate between
+// the cores (attention decode, templates/attention_decode.cc).
+template <typename Body>
+inline void ParallelRuns(long n, int nt, const Body& body) {
+  constexpr int kMaxRuns = 64;
+  if (nt > kMaxRuns) nt = kMaxRuns;
+  if (nt > n) nt = static_cast<int>(n);
+  if (nt <= 1) {
+    for (long i = 0; i < n; ++i) body(i, i + 1 < n ? i + 1 : -1L);
+    return;
+  }
+  struct alignas(64) Run {
+    uint64_t range;  // the unclaimed items: [low 32 bits, high 32 bits)
+  };
+  Run runs[kMaxRuns];
+  for (int t = 0; t < nt; ++t) {
+    const uint64_t lo = t * n / nt, hi = (t + 1) * n / nt;
+    runs[t].range = lo | hi << 32;
+  }
+  // Claims the first (front) or the last unclaimed item of a run; -1 when none is left.
+  auto claim = [](Run& r, bool front) -> long {
+    uint64_t v = Load(r.range);
+    for (;;) {
+      const uint32_t lo = static_cast<uint32_t>(v), hi = static_cast<uint32_t>(v >> 32);
+      if (lo >= hi) return -1;
+      const uint64_t to = front ? v + 1 : (v & 0xffffffffu) | static_cast<uint64_t>(hi - 1) << 32;
+      if (__atomic_compare_exchange_n(&r.range, &v, to, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return front ? lo : hi - 1;
+    }
+  };
+  ParallelFor(nt, nt, [&](long t) {
+    for (long i; (i = claim(runs[t], true)) >= 0;) {
+      const uint64_t v = Load(runs[t].range);
+      body(i, static_cast<uint32_t>(v) < static_cast<uint32_t>(v >> 32) ? i + 1 : -1L);
+    }
+    for (int u = 1; u < nt; ++u)
+      for (long i; (i = claim(runs[(t + u) % nt], false)) >= 0;) body(i, -1L);
+  });
 }
 
 // (The exponentials are internal and inlined, so the ABI of a 64-byte vector return without
