@@ -287,6 +287,42 @@ void Chunk(const float* qg, const float* K, const float* V, long l0, long l1, lo
 }  // namespace
 #endif
 
+// The scalar path (other ISAs and head sizes; the compiler vectorizes over D): positions
+// [l0, l1) of one kv head for its G query heads, the same partials as Chunk.
+static void Scalar(const float* qg, const float* K, const float* V, long l0, long l1, long G,
+                   long D, float scale, float* p) {
+  float* sc = (float*)malloc(sizeof(float) * (l1 > l0 ? (l1 - l0) : 1) * G);
+  for (long g = 0; g < G; ++g) p[g * (D + 2) + D] = -INFINITY;
+  for (long l = l0; l < l1; ++l) {
+    const float* kr = K + l * D;
+    for (long g = 0; g < G; ++g) {
+      const float* qr = qg + g * D;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (long i = 0; i < D; ++i) dot += qr[i] * kr[i];
+      dot *= scale;
+      sc[(l - l0) * G + g] = dot;
+      float* m = p + g * (D + 2) + D;
+      if (dot > *m) *m = dot;
+    }
+  }
+  for (long g = 0; g < G; ++g) {
+    memset(p + g * (D + 2), 0, sizeof(float) * D);
+    p[g * (D + 2) + D + 1] = 0;
+  }
+  for (long l = l0; l < l1; ++l) {
+    const float* vr = V + l * D;
+    for (long g = 0; g < G; ++g) {
+      float* acc = p + g * (D + 2);
+      const float w = kiln_rt::Exp(sc[(l - l0) * G + g] - acc[D]);
+      acc[D + 1] += w;
+#pragma omp simd
+      for (long i = 0; i < D; ++i) acc[i] += w * vr[i];
+    }
+  }
+  free(sc);
+}
+
 extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
   const long B = d[0], H = d[1], KVH = d[2], D = d[3], L = d[4], G = H / KVH;
   const float* q = (const float*)args[0];
@@ -298,59 +334,9 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   // A whole number of cache lines per item: two threads never write one line.
   const long items = B * KVH * split, part = (G * (D + 2) + 15) / 16 * 16;
   float* parts = (float*)aligned_alloc(64, sizeof(float) * items * part);
-  // Each thread takes a contiguous run of items (kiln_rt::ParallelRuns): its K and V streams run
-  // on from one kv head (or context chunk) into the next, which it prefetches.
-  kiln_rt::ParallelRuns(items, NT, [&](long it, long then) {
-    const long s = it % split, bk = it / split, b = bk / KVH, kv = bk % KVH;
-    const long l0 = s * chunk, l1 = l0 + chunk < L ? l0 + chunk : L;
-    const float* qg = q + (b * H + kv * G) * D;
-    const float* K = kc + bk * L * D;
-    const float* V = vc + bk * L * D;
-    float* p = parts + it * part;  // per head: acc[D], max, sum
-#if KILN_VECTOR_PATH
-    if (D == HD) {
-      const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
-      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW) + 64);
-      const float* next = nullptr;  // the next item's first block, if it has a whole one
-      if (then >= 0 && (then % split) * chunk + VW <= L)
-        next = kc + then / split * L * D + then % split * chunk * D;
-      Chunk(qg, K, V, l0, l1, G, scale, p, w, w + G * ld, next);
-      free(w);
-      return;
-    }
-#endif
-    float* sc = (float*)malloc(sizeof(float) * (l1 > l0 ? (l1 - l0) : 1) * G);
-    for (long g = 0; g < G; ++g) p[g * (D + 2) + D] = -INFINITY;
-    for (long l = l0; l < l1; ++l) {
-      const float* kr = K + l * D;
-      for (long g = 0; g < G; ++g) {
-        const float* qr = qg + g * D;
-        float dot = 0;
-#pragma omp simd reduction(+ : dot)
-        for (long i = 0; i < D; ++i) dot += qr[i] * kr[i];
-        dot *= scale;
-        sc[(l - l0) * G + g] = dot;
-        float* m = p + g * (D + 2) + D;
-        if (dot > *m) *m = dot;
-      }
-    }
-    for (long g = 0; g < G; ++g) {
-      memset(p + g * (D + 2), 0, sizeof(float) * D);
-      p[g * (D + 2) + D + 1] = 0;
-    }
-    for (long l = l0; l < l1; ++l) {
-      const float* vr = V + l * D;
-      for (long g = 0; g < G; ++g) {
-        float* acc = p + g * (D + 2);
-        const float w = kiln_rt::Exp(sc[(l - l0) * G + g] - acc[D]);
-        acc[D + 1] += w;
-#pragma omp simd
-        for (long i = 0; i < D; ++i) acc[i] += w * vr[i];
-      }
-    }
-    free(sc);
-  });
-  for (long bk = 0; bk < B * KVH; ++bk) {
+  long* finished = (long*)calloc(B * KVH, sizeof(long));  // items done per (sequence, kv head)
+  // Merges the SPLIT partials of (sequence, kv head) bk into out (flash-decoding's rescaling).
+  auto merge = [&](long bk) {
     const long b = bk / KVH, kv = bk % KVH;
     for (long g = 0; g < G; ++g) {
       float m = -INFINITY, sum = 0;
@@ -370,6 +356,35 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
       const float inv = 1.0f / sum;
       for (long i = 0; i < D; ++i) o[i] *= inv;
     }
-  }
+  };
+  // Each thread takes a contiguous run of items (kiln_rt::ParallelRuns): its K and V streams run
+  // on from one kv head (or context chunk) into the next, which it prefetches.
+  kiln_rt::ParallelRuns(items, NT, [&](long it, long then) {
+    const long s = it % split, bk = it / split, b = bk / KVH, kv = bk % KVH;
+    const long l0 = s * chunk, l1 = l0 + chunk < L ? l0 + chunk : L;
+    const float* qg = q + (b * H + kv * G) * D;
+    const float* K = kc + bk * L * D;
+    const float* V = vc + bk * L * D;
+    float* p = parts + it * part;  // per head: acc[D], max, sum
+#if KILN_VECTOR_PATH
+    if (D == HD) {
+      const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
+      float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW) + 64);
+      const float* next = nullptr;  // the next item's first block, if it has a whole one
+      if (then >= 0 && (then % split) * chunk + VW <= L)
+        next = kc + then / split * L * D + then % split * chunk * D;
+      Chunk(qg, K, V, l0, l1, G, scale, p, w, w + G * ld, next);
+      free(w);
+    } else {
+      Scalar(qg, K, V, l0, l1, G, D, scale, p);
+    }
+#else
+    Scalar(qg, K, V, l0, l1, G, D, scale, p);
+#endif
+    // The group's last item to finish merges it, on whichever thread that is: no merge of every
+    // group on one thread after the loop (context 512, SPLIT=8: 6-8% faster cold).
+    if (__atomic_add_fetch(&finished[bk], 1L, __ATOMIC_ACQ_REL) == split) merge(bk);
+  });
+  free(finished);
   free(parts);
 }
