@@ -184,6 +184,10 @@ inline void ParallelRuns(long n, int nt, const Body& body) {
     for (long i = 0; i < n; ++i) body(i, i + 1 < n ? i + 1 : -1L);
     return;
   }
+  if (n > 0xffffffffL) {  // past what a run's 32-bit bounds hold: items one at a time
+    ParallelFor(n, nt, [&](long i) { body(i, -1L); });
+    return;
+  }
   struct alignas(64) Run {
     uint64_t range;  // the unclaimed items: [low 32 bits, high 32 bits)
   };
