@@ -26,7 +26,8 @@ v1::Workload Attention(const std::string& dims) {
 }
 
 // Attention decode starts from all cores, the fewest context chunks that give every thread two
-// items, the next block prefetched into L1 and full vectors; valid and renderable on both ISAs.
+// items, each thread's last kv head in two chunks, the next block prefetched into L1 and full
+// vectors; valid and renderable on both ISAs. One core: no tail chunks.
 TEST(OpTemplatesTest, AttentionDecodeStartsFromFewChunksOnAllCores) {
   const std::pair<const char*, int64_t> cases[] = {
       {"B=1,H=32,KVH=8,D=128,L=512", 1},  // 8 kv heads: 4 items a thread on 2 cores
@@ -46,6 +47,7 @@ TEST(OpTemplatesTest, AttentionDecodeStartsFromFewChunksOnAllCores) {
       EXPECT_TRUE((*tmpl)->Render(w, c, chip).ok()) << dims;
       EXPECT_EQ(c.at("NT"), 2) << dims;
       EXPECT_EQ(c.at("SPLIT"), split) << dims;
+      EXPECT_EQ(c.at("TAIL"), 2) << dims;
       EXPECT_EQ(c.at("PF"), 1);
       EXPECT_EQ(c.at("PFL"), 1);
       EXPECT_EQ(c.count("VEC"), vw == 16 ? 1u : 0u);

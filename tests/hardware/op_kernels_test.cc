@@ -111,14 +111,17 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 
 // Attention decode's vector path at its corners: both vector widths, prefetch on and off and
 // near a chunk's end, chunks shorter than a block and empty ones (SPLIT=32 over 37 positions),
+// each thread's last kv head in more chunks than the others (TAIL), one or two kv heads a thread,
 // head groups that do not fill the value pass's 4 heads (G=7: 4 + 3), one head (G=1) and two
 // full groups of 4 (G=8).
 TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
   const char* shapes[] = {"B=1,H=14,KVH=2,D=64,L=37", "B=2,H=32,KVH=8,D=128,L=200",
                           "B=1,H=3,KVH=3,D=32,L=19", "B=1,H=16,KVH=2,D=64,L=45"};
-  // (SPLIT, PF, PFL, VEC); VEC only where the chip has AVX-512 (the knob is absent elsewhere).
-  const std::vector<std::array<int64_t, 4>> cases = {{1, 0, 2, 16}, {1, 2, 1, 8}, {4, 1, 2, 16},
-                                                     {32, 2, 2, 8}, {4, 1, 1, 8}, {4, 2, 1, 16}};
+  // (SPLIT, TAIL, PF, PFL, VEC); VEC only where the chip has AVX-512 (the knob is absent
+  // elsewhere). TAIL needs two threads: NT stays at the default (all cores) where there are two.
+  const std::vector<std::array<int64_t, 5>> cases = {
+      {1, 1, 0, 2, 16}, {1, 2, 2, 1, 8},  {4, 1, 1, 2, 16}, {32, 4, 2, 2, 8},
+      {4, 2, 1, 1, 8},  {4, 1, 2, 1, 16}, {1, 4, 1, 1, 16}, {2, 2, 2, 1, 16}};
   for (const char* shape : shapes) {
     auto w = codegen::ParseWorkload("attention_decode", shape);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -126,8 +129,9 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
     codegen::Config config = codegen::SafeDefaultConfig((*tmpl)->Space(*w, traits));
-    for (const auto& [split, pf, pfl, vec] : cases) {
+    for (const auto& [split, tail, pf, pfl, vec] : cases) {
       config["SPLIT"] = split;
+      config["TAIL"] = config.at("NT") > 1 ? tail : 1;
       config["PF"] = pf;
       config["PFL"] = pfl;
       if (config.count("VEC")) config["VEC"] = vec;

@@ -13,10 +13,12 @@
 // positions at a time in two passes over its chunk, K then V, each streamed once with every
 // head's work on a block done while the block is in L1 (Chunk below), and prefetches PF blocks
 // ahead. Other ISAs and head sizes take the scalar path, which the compiler vectorizes over D.
-// Knobs: SPLIT (context chunks per kv head), NT (threads over work items), PF (prefetch
-// distance in blocks, 0 = none), PFL (the cache level prefetched into: 2 = L2, the T1 hint;
-// 1 = L1, T0: on Zen 5 T0 took the cold kernel from 808-866 to 727-748 us at context 4096,
-// where Emerald Rapids had been slower with it), VEC (AVX-512 chips: 16 or 8 lanes).
+// Knobs: SPLIT (context chunks per kv head), TAIL (the last kv head of each thread's run in
+// SPLIT*TAIL chunks instead, small pieces for the thread that finishes first to take over), NT
+// (threads over work items), PF (prefetch distance in blocks, 0 = none), PFL (the cache level
+// prefetched into: 2 = L2, the T1 hint; 1 = L1, T0: on Zen 5 T0 took the cold kernel from
+// 808-866 to 727-748 us at context 4096, where Emerald Rapids had been slower with it), VEC
+// (AVX-512 chips: 16 or 8 lanes).
 // Fixed: HD = D.
 // ABI: kiln_op(dims {B,H,KVH,D,L}, args {q, kcache, vcache, out}, params {scale}).
 #include <math.h>
@@ -27,6 +29,9 @@
 #endif
 #ifndef SPLIT
 #define SPLIT 4
+#endif
+#ifndef TAIL
+#define TAIL 1
 #endif
 #ifndef HD
 #define HD 0
@@ -330,24 +335,43 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   const float* vc = (const float*)args[2];
   float* out = (float*)args[3];
   const float scale = params[0];
-  const long split = SPLIT < L ? SPLIT : L, chunk = (L + split - 1) / split;
+  // Work items: each group (sequence, kv head) in SPLIT context chunks, and the last group of
+  // each thread's run in SPLIT*TAIL smaller ones: the two vCPUs of a VM run at different speeds
+  // from moment to moment, and the thread that finishes its run first takes these pieces from
+  // the far end of the other's run (with whole kv heads it waited 15-20 us of a ~110 us call).
+  const long groups = B * KVH, runs = NT < groups ? NT : groups;
+  const long maxsplit = SPLIT * TAIL < L ? SPLIT * TAIL : L;
+  long* first = (long*)malloc(sizeof(long) * (2 * groups + 1));  // a group's first item
+  long* splits = first + groups + 1;                             // its number of chunks
+  long items = 0;
+  for (long g = 0, t = 0; g < groups; ++g) {
+    while ((t + 1) * groups / runs <= g) ++t;  // g is in run t: [t*groups/runs, (t+1)*...)
+    const long want = g == (t + 1) * groups / runs - 1 ? SPLIT * TAIL : SPLIT;
+    splits[g] = want < L ? want : L;
+    first[g] = items;
+    items += splits[g];
+  }
+  first[groups] = items;
+  long* group_of = (long*)malloc(sizeof(long) * items);
+  for (long g = 0; g < groups; ++g)
+    for (long i = first[g]; i < first[g + 1]; ++i) group_of[i] = g;
   // A whole number of cache lines per item: two threads never write one line.
-  const long items = B * KVH * split, part = (G * (D + 2) + 15) / 16 * 16;
-  float* parts = (float*)aligned_alloc(64, sizeof(float) * items * part);
-  long* finished = (long*)calloc(B * KVH, sizeof(long));  // items done per (sequence, kv head)
-  // Merges the SPLIT partials of (sequence, kv head) bk into out (flash-decoding's rescaling).
+  const long part = (G * (D + 2) + 15) / 16 * 16;
+  float* parts = (float*)aligned_alloc(64, sizeof(float) * groups * maxsplit * part);
+  long* finished = (long*)calloc(groups, sizeof(long));  // items done per group
+  // Merges the partials of group bk into out (flash-decoding's rescaling).
   auto merge = [&](long bk) {
     const long b = bk / KVH, kv = bk % KVH;
     for (long g = 0; g < G; ++g) {
       float m = -INFINITY, sum = 0;
-      for (long s = 0; s < split; ++s) {
-        const float* p = parts + (bk * split + s) * part + g * (D + 2);
+      for (long s = 0; s < splits[bk]; ++s) {
+        const float* p = parts + (bk * maxsplit + s) * part + g * (D + 2);
         if (p[D + 1] > 0 && p[D] > m) m = p[D];
       }
       float* o = out + (b * H + kv * G + g) * D;
       for (long i = 0; i < D; ++i) o[i] = 0;
-      for (long s = 0; s < split; ++s) {
-        const float* p = parts + (bk * split + s) * part + g * (D + 2);
+      for (long s = 0; s < splits[bk]; ++s) {
+        const float* p = parts + (bk * maxsplit + s) * part + g * (D + 2);
         if (!(p[D + 1] > 0)) continue;
         const float f = kiln_rt::Exp(p[D] - m);
         sum += f * p[D + 1];
@@ -357,22 +381,31 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
       for (long i = 0; i < D; ++i) o[i] *= inv;
     }
   };
+  // Context positions [*l0, *l1) of item it, in group *bk.
+  auto span = [&](long it, long* bk, long* l0, long* l1) {
+    *bk = group_of[it];
+    const long chunk = (L + splits[*bk] - 1) / splits[*bk];
+    *l0 = (it - first[*bk]) * chunk;
+    *l1 = *l0 + chunk < L ? *l0 + chunk : L;
+  };
   // Each thread takes a contiguous run of items (kiln_rt::ParallelRuns): its K and V streams run
   // on from one kv head (or context chunk) into the next, which it prefetches.
   kiln_rt::ParallelRuns(items, NT, [&](long it, long then) {
-    const long s = it % split, bk = it / split, b = bk / KVH, kv = bk % KVH;
-    const long l0 = s * chunk, l1 = l0 + chunk < L ? l0 + chunk : L;
+    long bk, l0, l1;
+    span(it, &bk, &l0, &l1);
+    const long b = bk / KVH, kv = bk % KVH;
     const float* qg = q + (b * H + kv * G) * D;
     const float* K = kc + bk * L * D;
     const float* V = vc + bk * L * D;
-    float* p = parts + it * part;  // per head: acc[D], max, sum
+    float* p = parts + (bk * maxsplit + it - first[bk]) * part;  // per head: acc[D], max, sum
 #if KILN_VECTOR_PATH
     if (D == HD) {
       const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
       float* w = (float*)aligned_alloc(64, sizeof(float) * G * (ld + VW) + 64);
       const float* next = nullptr;  // the next item's first block, if it has a whole one
-      if (then >= 0 && (then % split) * chunk + VW <= L)
-        next = kc + then / split * L * D + then % split * chunk * D;
+      long nbk, nl0, nl1;
+      if (then >= 0 && (span(then, &nbk, &nl0, &nl1), nl0 + VW <= L))
+        next = kc + (nbk * L + nl0) * D;
       Chunk(qg, K, V, l0, l1, G, scale, p, w, w + G * ld, next);
       free(w);
     } else {
@@ -383,8 +416,10 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
 #endif
     // The group's last item to finish merges it, on whichever thread that is: no merge of every
     // group on one thread after the loop (context 512, SPLIT=8: 6-8% faster cold).
-    if (__atomic_add_fetch(&finished[bk], 1L, __ATOMIC_ACQ_REL) == split) merge(bk);
+    if (__atomic_add_fetch(&finished[bk], 1L, __ATOMIC_ACQ_REL) == splits[bk]) merge(bk);
   });
   free(finished);
   free(parts);
+  free(group_of);
+  free(first);
 }
