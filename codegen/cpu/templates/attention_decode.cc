@@ -340,7 +340,6 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   // from moment to moment, and the thread that finishes its run first takes these pieces from
   // the far end of the other's run (with whole kv heads it waited 15-20 us of a ~110 us call).
   const long groups = B * KVH, runs = NT < groups ? NT : groups;
-  const long maxsplit = SPLIT * TAIL < L ? SPLIT * TAIL : L;
   long* first = (long*)malloc(sizeof(long) * (2 * groups + 1));  // a group's first item
   long* splits = first + groups + 1;                             // its number of chunks
   long items = 0;
@@ -357,21 +356,21 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     for (long i = first[g]; i < first[g + 1]; ++i) group_of[i] = g;
   // A whole number of cache lines per item: two threads never write one line.
   const long part = (G * (D + 2) + 15) / 16 * 16;
-  float* parts = (float*)aligned_alloc(64, sizeof(float) * groups * maxsplit * part);
-  long* finished = (long*)calloc(groups, sizeof(long));  // items done per group
+  float* parts = (float*)aligned_alloc(64, sizeof(float) * items * part);  // per item
+  long* finished = (long*)calloc(groups, sizeof(long));                    // items done per group
   // Merges the partials of group bk into out (flash-decoding's rescaling).
   auto merge = [&](long bk) {
     const long b = bk / KVH, kv = bk % KVH;
     for (long g = 0; g < G; ++g) {
       float m = -INFINITY, sum = 0;
       for (long s = 0; s < splits[bk]; ++s) {
-        const float* p = parts + (bk * maxsplit + s) * part + g * (D + 2);
+        const float* p = parts + (first[bk] + s) * part + g * (D + 2);
         if (p[D + 1] > 0 && p[D] > m) m = p[D];
       }
       float* o = out + (b * H + kv * G + g) * D;
       for (long i = 0; i < D; ++i) o[i] = 0;
       for (long s = 0; s < splits[bk]; ++s) {
-        const float* p = parts + (bk * maxsplit + s) * part + g * (D + 2);
+        const float* p = parts + (first[bk] + s) * part + g * (D + 2);
         if (!(p[D + 1] > 0)) continue;
         const float f = kiln_rt::Exp(p[D] - m);
         sum += f * p[D + 1];
@@ -397,7 +396,7 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     const float* qg = q + (b * H + kv * G) * D;
     const float* K = kc + bk * L * D;
     const float* V = vc + bk * L * D;
-    float* p = parts + (bk * maxsplit + it - first[bk]) * part;  // per head: acc[D], max, sum
+    float* p = parts + it * part;  // per head: acc[D], max, sum
 #if KILN_VECTOR_PATH
     if (D == HD) {
       const long ld = (l1 > l0 ? l1 - l0 + VW - 1 : 0) / VW * VW;  // scores, then the maxima
