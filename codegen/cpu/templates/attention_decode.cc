@@ -340,17 +340,17 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   // from moment to moment, and the thread that finishes its run first takes these pieces from
   // the far end of the other's run (with whole kv heads it waited 15-20 us of a ~110 us call).
   const long groups = B * KVH, runs = NT < groups ? NT : groups;
-  long* first = (long*)malloc(sizeof(long) * (2 * groups + 1));  // a group's first item
-  long* splits = first + groups + 1;                             // its number of chunks
+  // Group g's items are [first[g], first[g + 1]), one per context chunk.
+  long* first = (long*)malloc(sizeof(long) * (groups + 1));
   long items = 0;
   for (long g = 0, t = 0; g < groups; ++g) {
     while ((t + 1) * groups / runs <= g) ++t;  // g is in run t: [t*groups/runs, (t+1)*...)
     const long want = g == (t + 1) * groups / runs - 1 ? SPLIT * TAIL : SPLIT;
-    splits[g] = want < L ? want : L;
     first[g] = items;
-    items += splits[g];
+    items += want < L ? want : L;
   }
   first[groups] = items;
+  auto splits = [&](long g) { return first[g + 1] - first[g]; };
   long* group_of = (long*)malloc(sizeof(long) * items);
   for (long g = 0; g < groups; ++g)
     for (long i = first[g]; i < first[g + 1]; ++i) group_of[i] = g;
@@ -363,13 +363,13 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     const long b = bk / KVH, kv = bk % KVH;
     for (long g = 0; g < G; ++g) {
       float m = -INFINITY, sum = 0;
-      for (long s = 0; s < splits[bk]; ++s) {
+      for (long s = 0; s < splits(bk); ++s) {
         const float* p = parts + (first[bk] + s) * part + g * (D + 2);
         if (p[D + 1] > 0 && p[D] > m) m = p[D];
       }
       float* o = out + (b * H + kv * G + g) * D;
       for (long i = 0; i < D; ++i) o[i] = 0;
-      for (long s = 0; s < splits[bk]; ++s) {
+      for (long s = 0; s < splits(bk); ++s) {
         const float* p = parts + (first[bk] + s) * part + g * (D + 2);
         if (!(p[D + 1] > 0)) continue;
         const float f = kiln_rt::Exp(p[D] - m);
@@ -383,7 +383,7 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   // Context positions [*l0, *l1) of item it, in group *bk.
   auto span = [&](long it, long* bk, long* l0, long* l1) {
     *bk = group_of[it];
-    const long chunk = (L + splits[*bk] - 1) / splits[*bk];
+    const long chunk = (L + splits(*bk) - 1) / splits(*bk);
     *l0 = (it - first[*bk]) * chunk;
     *l1 = *l0 + chunk < L ? *l0 + chunk : L;
   };
@@ -415,7 +415,7 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
 #endif
     // The group's last item to finish merges it, on whichever thread that is: no merge of every
     // group on one thread after the loop (context 512, SPLIT=8: 6-8% faster cold).
-    if (__atomic_add_fetch(&finished[bk], 1L, __ATOMIC_ACQ_REL) == splits[bk]) merge(bk);
+    if (__atomic_add_fetch(&finished[bk], 1L, __ATOMIC_ACQ_REL) == splits(bk)) merge(bk);
   });
   free(finished);
   free(parts);
