@@ -3,9 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
+#include "hardware/buffers.h"
 
 namespace kiln::hardware {
 namespace {
@@ -43,20 +49,28 @@ std::pair<double, double> MedianInterval(const std::vector<double>& sorted) {
 constexpr double kFarBehind = 1.5;
 
 v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
-                             const MeasureOptions& opts) {
+                             const MeasureOptions& opts,
+                             const std::function<void(int set)>& prepare) {
   const auto start = Clock::now();
   sets = std::max(1, sets);
   int next = 0;
+  auto prepare_next = [&]() {
+    if (prepare) prepare(next);
+  };
   auto run_next = [&]() {
     run(next);
     next = (next + 1) % sets;
   };
-  for (int i = 0; i < opts.warmup; ++i) run_next();
+  for (int i = 0; i < opts.warmup; ++i) {
+    prepare_next();
+    run_next();
+  }
 
   std::vector<double> samples;
   bool raced = false, raced_ahead = false;
   const int max_samples = std::max(1, opts.max_samples);
   while (true) {
+    prepare_next();
     const auto t0 = Clock::now();
     run_next();
     const auto t1 = Clock::now();
@@ -94,6 +108,45 @@ v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
   Summarize(&m);
   m.set_measure_seconds(Seconds(start, Clock::now()));
   return m;
+}
+
+namespace {
+
+// Stores src[i] (or `word` when src is null) into dst[0, n), non-temporally where the CPU has it.
+void StoreWords(uint32_t* dst, const uint32_t* src, size_t n, uint32_t word, bool stream) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  if (stream) {
+    for (; i < n && reinterpret_cast<uintptr_t>(dst + i) % 16 != 0; ++i)
+      dst[i] = src ? src[i] : word;
+    const __m128i fill = _mm_set1_epi32(static_cast<int>(word));
+    for (; i + 4 <= n; i += 4)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                       src ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)) : fill);
+    for (; i < n; ++i) dst[i] = src ? src[i] : word;
+    _mm_sfence();  // the streamed lines are visible to the kernel's threads before it starts
+    return;
+  }
+#endif
+  if (src)
+    std::memcpy(dst, src, n * 4);
+  else
+    std::fill(dst, dst + n, word);
+}
+
+}  // namespace
+
+void PoisonWords(void* data, size_t words, uint32_t word, bool bypass_cache) {
+  uint32_t* p = static_cast<uint32_t*>(data);
+  ParallelChunks(
+      words, [&](size_t b, size_t e) { StoreWords(p + b, nullptr, e - b, word, bypass_cache); });
+}
+
+void CopyWords(void* dst, const void* src, size_t words, bool bypass_cache) {
+  uint32_t* d = static_cast<uint32_t*>(dst);
+  const uint32_t* s = static_cast<const uint32_t*>(src);
+  ParallelChunks(words,
+                 [&](size_t b, size_t e) { StoreWords(d + b, s + b, e - b, 0, bypass_cache); });
 }
 
 void Summarize(v1::Measurement* m) {

@@ -2,6 +2,8 @@
 // and the roofline guard.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -13,9 +15,21 @@ namespace kiln::hardware {
 // Times `run(set)` (set = index of the rotating buffer set) as DESIGN.md §5 says: warm up,
 // then repeat until the 95% confidence half-width of the median is under target_ci of the
 // median, or max_seconds / max_samples is reached. Fills samples, median, p10, p90, cv,
-// measure_seconds and status OK.
+// measure_seconds and status OK. `prepare(set)`, when given, runs before every run(set), warm-up
+// included, outside the timed region (it counts toward max_seconds): the harnesses poison the
+// set's outputs there, and the last prepare's set is the one the last timed run used.
 v1::Measurement TimeRepeated(const std::function<void(int set)>& run, int sets,
-                             const MeasureOptions& opts);
+                             const MeasureOptions& opts,
+                             const std::function<void(int set)>& prepare = nullptr);
+
+// Sets `words` 4-byte words at `data` to `word` (a NaN or another poison pattern). With
+// bypass_cache (x86 non-temporal stores) the lines end up in memory, not in cache, so poisoning a
+// cold set's outputs before a timed run does not warm them.
+void PoisonWords(void* data, size_t words, uint32_t word, bool bypass_cache);
+
+// Copies `words` 4-byte words from src to dst (restoring an in/out input before a timed run),
+// bypassing the cache for dst as PoisonWords does.
+void CopyWords(void* dst, const void* src, size_t words, bool bypass_cache);
 
 // Fills median/p10/p90/cv from samples_us.
 void Summarize(v1::Measurement* m);

@@ -1,5 +1,6 @@
 #include "hardware/cpu/gemm_harness.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,8 @@ namespace kiln::hardware {
 namespace {
 
 size_t PadFloats(size_t n) { return (n + 15) / 16 * 16; }  // 64-byte multiples
+
+constexpr uint32_t kPoisonNaN = 0x7fc00000;  // the quiet NaN FillNaN writes
 
 // The inputs' seed: verified outputs, then timed on the same inputs.
 uint64_t VerifySeed(uint64_t seed) { return seed * 2 + 1; }
@@ -118,13 +121,34 @@ v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,
     const double max_error = check.max_error;
     plain_b.reset();
     for (int s = 1; s < sets; ++s) CopyFloats(a + s * set_n, a, set_n);
+    // Every timed run writes a NaN-poisoned C (the copies of set 0 hold its verified output), and
+    // the last one is verified after timing: a kernel that stops computing after its first calls
+    // fails instead of winning.
+    int last = 0;
     m = TimeRepeated(
         [&](int s) {
           float* set = a + s * set_n;
           fn(M, N, K, set, set + a_n, set + a_n + bt_n);
         },
-        sets, opts);
-    m.set_max_error(max_error);
+        sets, opts,
+        [&](int s) {
+          last = s;
+          // Cold (several sets): poisoned around the cache, so C stays as cold as the set's A and
+          // B; warm (one set): ordinary stores, the set is in cache anyway.
+          PoisonWords(a + s * set_n + a_n + bt_n, c_n, kPoisonNaN, sets > 1);
+        });
+    const GemmCheck after = reference->Check(a + last * set_n + a_n + bt_n);
+    if (!after.ok) {
+      m.Clear();
+      m.set_status(v1::WRONG_RESULT);
+      m.set_message(absl::StrCat("output after timing differs: ", after.message));
+      m.set_max_error(after.max_error);
+      m.set_cache_mode(opts.warm ? "warm" : "cold");
+      m.set_measure_seconds(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return m;
+    }
+    m.set_max_error(std::max(max_error, after.max_error));
     if (prepack) m.set_prepack_us(prepack_us);
   } catch (const std::bad_alloc&) {
     m.Clear();

@@ -21,8 +21,10 @@ struct GemmPrepack {
 // Verifies `fn` on inputs from opts.seed's verification stream (output pre-filled with NaN)
 // against the double-precision reference, then times it with TimeRepeated over rotating
 // (A, B, C) sets (cold: more than the LLC in total; warm: one set) filled from opts.seed.
-// Returns WRONG_RESULT (naming the first bad element) without timing when verification fails;
-// otherwise OK or SUSPECT (roofline guard), with samples, statistics and throughput.
+// Returns WRONG_RESULT (naming the first bad element) without timing when verification fails.
+// C is NaN-poisoned before every timed run (outside the sample) and the last timed run's C is
+// verified again after timing: WRONG_RESULT ("output after timing differs", no samples) when it
+// fails; otherwise OK or SUSPECT (roofline guard), with samples, statistics and throughput.
 // With `prepack`, B is packed before the call (verification and every timing set) and the
 // packing time is reported separately in prepack_us, not in the kernel's samples.
 v1::Measurement MeasureGemm(const v1::Workload& w, const GemmFn& fn,

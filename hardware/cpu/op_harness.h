@@ -23,8 +23,11 @@ struct OpPrepack {
 
 // Verifies `fn` on inputs from opts.seed's verification stream (outputs NaN-poisoned, in/out
 // state such as a residual or an SSM state given as inputs) against the reference, then times it
-// over rotating argument sets (cold: more than the LLC in total). WRONG_RESULT names the first
-// bad element; otherwise OK or SUSPECT (roofline guard) with samples and statistics.
+// over rotating argument sets (cold: more than the LLC in total). Before every timed run, outside
+// the sample, the set's outputs are NaN-poisoned and its in/out arguments restored to the set's
+// initial values; after timing the last timed run's outputs are checked again. WRONG_RESULT names
+// the first bad element ("output after timing differs" for the second check, without samples);
+// otherwise OK or SUSPECT (roofline guard) with samples and statistics.
 v1::Measurement MeasureOp(const v1::Workload& w, const OpFn& fn, const v1::ChipFingerprint& chip,
                           const MeasureOptions& opts, const OpPrepack* prepack = nullptr);
 
