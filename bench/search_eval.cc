@@ -75,6 +75,18 @@ absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, u
 
 double RandomExpectedTrials(int n, int good) { return (n + 1.0) / (good + 1.0); }
 
+int RandomMedianTrials(int n, int good) {
+  if (good <= 0) return n + 1;
+  // P(none in t draws) = C(n-good, t) / C(n, t) = prod_{i<t} (n-good-i) / (n-i), multiplied up
+  // one draw at a time. Exact ties at 1/2 are common (n even, good = 1, t = n/2) and must count as
+  // reached; long double keeps the rounding of ~1e5 factors near 1e-14, inside the tolerance.
+  long double p_none = 1;
+  for (int t = 1;; ++t) {
+    p_none *= static_cast<long double>(n - good - (t - 1)) / (n - (t - 1));
+    if (p_none <= 0.5L * (1 + 1e-12L)) return t;  // t = n-good+1 at the latest: p_none is 0
+  }
+}
+
 double RandomExpectedBest(const Space& space, int k) {
   const int n = static_cast<int>(space.sorted_us.size());
   k = std::clamp(k, 1, n);
@@ -104,9 +116,11 @@ double MeanBestAt(const std::vector<Trace>& runs, int k, double worst) {
 Summary Summarize(const Space& space, const std::vector<Trace>& runs, int budget) {
   Summary s;
   std::vector<double> reach;
-  double agent = 0, trials = 0;
+  double agent = 0, trials = 0, to_target = 0;
   for (const auto& r : runs) {
     reach.push_back(r.trials_to_target > 0 ? r.trials_to_target : INFINITY);
+    // Censored at the budget, so with runs that missed it this mean is a lower bound.
+    to_target += r.trials_to_target > 0 ? r.trials_to_target : budget;
     agent += r.agent_seconds;
     trials += r.best_us.size();
   }
@@ -114,6 +128,7 @@ Summary Summarize(const Space& space, const std::vector<Trace>& runs, int budget
   const size_t n = reach.size();
   double med = n % 2 ? reach[n / 2] : (reach[n / 2 - 1] + reach[n / 2]) / 2;
   s.median_trials = std::isfinite(med) ? med : -1;
+  s.mean_trials = n > 0 ? to_target / n : 0;
   s.reached_share =
       std::count_if(reach.begin(), reach.end(), [](double x) { return std::isfinite(x); }) /
       static_cast<double>(n);

@@ -34,13 +34,17 @@ struct Trace {
 absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, uint64_t seed,
                               int budget, int keep_going, const std::string& checkpoint = "");
 
-// Expected trials for random search without replacement to hit one of `good` out of `n`.
+// Random search without replacement, `good` of `n` configurations on target: its mean trials to
+// draw a good one, (n+1)/(good+1), and its median, the smallest t with
+// P(a good one among t draws) >= 1/2. With good = 0 both are n+1 (never found).
 double RandomExpectedTrials(int n, int good);
+int RandomMedianTrials(int n, int good);
 // Expected best latency of k random trials without replacement.
 double RandomExpectedBest(const Space& space, int k);
 
 struct Summary {
   double median_trials = -1;  // -1: not reached by at least half the runs within the budget
+  double mean_trials = 0;     // a run that did not reach the target within the budget counts as it
   double reached_share = 0;
   double score_10 = 0, score_25 = 0;
   double agent_ms_per_trial = 0;
