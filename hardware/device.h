@@ -45,10 +45,21 @@ class Device {
   // Meant to run inside the sandboxed trial child: it may crash or hang.
   virtual v1::Measurement Measure(const v1::Workload& w, const CompiledKernel& kernel,
                                   const MeasureOptions& opts) = 0;
-  // The vendor library on the same workload, timed with the same harness.
+  // The fastest route a user could run instead (vendor library calls, layouts, thread counts),
+  // timed with the same harness. A backend that times several routes lists them all in
+  // baseline_routes and returns the fastest's measurement. BaselineName is the name reported
+  // before any route has run.
   virtual std::string BaselineName(const v1::Workload& w) const = 0;
   virtual v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) = 0;
 };
+
+// The fastest OK route of a baseline measurement (nullptr when it lists none that ran OK).
+inline const v1::BaselineRoute* FastestRoute(const v1::Measurement& m) {
+  const v1::BaselineRoute* best = nullptr;
+  for (const auto& r : m.baseline_routes())
+    if (r.status() == v1::OK && (!best || r.median_us() < best->median_us())) best = &r;
+  return best;
+}
 
 // Opens a device from its spec ("cpu"). With `known`, its fingerprint is reused instead of
 // probed again (the sandboxed child gets the worker's fingerprint this way).

@@ -6,7 +6,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libboost-dev libboost-system-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev
-  libopenblas-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
+  libopenblas-dev libblis-dev libdnnl-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo libclblast-dev
   python3 curl
   libpq-dev postgresql prometheus

@@ -1,6 +1,5 @@
 #include "hardware/cpu/cpu_device.h"
 
-#include <cblas.h>
 #include <dlfcn.h>
 
 #include <mutex>
@@ -9,22 +8,17 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/cpu/op_templates.h"
 #include "codegen/workload.h"
+#include "hardware/cpu/baselines/baselines.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/gemm_harness.h"
 #include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_harness.h"
 #include "hardware/cpu/toolchain.h"
-#include "hardware/cpu/torch_baseline/torch_ops.h"
 
 namespace kiln::hardware {
 namespace {
 
 using KernelEntry = void (*)(int, int, int, const float*, const float*, float*);
-
-bool PlainGemm(const v1::Workload& w) {
-  return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
-         w.epilogue().empty();
-}
 
 v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
   v1::Measurement m;
@@ -119,32 +113,62 @@ class CpuDevice final : public Device {
   }
 
   std::string BaselineName(const v1::Workload& w) const override {
-    return PlainGemm(w) ? "openblas-sgemm" : torch_baseline::Name();
+    return cpu_baselines::DefaultName(w);
   }
 
+  // Every route a user could run instead (cpu/baselines/), each at 1 thread and at all cores with
+  // one thread pool at a time, timed by the same harness as Kiln's kernels: the fastest's
+  // measurement, with every route's figure listed.
   v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) override {
     if (!Supports(w))
       return Failed(v1::UNSUPPORTED,
                     absl::StrCat("cpu device does not run ", codegen::WorkloadKey(w)));
-    if (!PlainGemm(w)) {  // model operators: the same operator in LibTorch eager
-      torch_baseline::SetThreads(fp_.cores());
-      absl::Status failed;
-      v1::Measurement m = MeasureOp(
-          w,
-          [&](const long long* d, void* const* a, const float* p) {
-            if (failed.ok()) failed = torch_baseline::RunOp(w, d, a, p);
-          },
-          fp_, opts);
-      if (!failed.ok()) return Failed(v1::CRASHED, std::string(failed.message()));
-      return m;
+    std::vector<int> counts = {1};
+    if (fp_.cores() > 1) counts.push_back(fp_.cores());
+    const std::vector<cpu_baselines::Route> routes = cpu_baselines::Routes(w, counts);
+    if (routes.empty())
+      return Failed(v1::UNSUPPORTED, "no baseline route for this workload in this executable");
+    v1::Measurement best;
+    std::vector<v1::BaselineRoute> all;
+    for (const auto& route : routes) {
+      for (int t : route.threads) {
+        cpu_baselines::QuietPools();
+        v1::Measurement m = MeasureRoute(w, route, t, opts);
+        v1::BaselineRoute& r = all.emplace_back();
+        r.set_name(route.name);
+        r.set_threads(t);
+        r.set_dtype(route.dtype);
+        r.set_status(m.status());
+        r.set_message(m.message());
+        r.set_median_us(m.median_us());
+        *r.mutable_samples_us() = m.samples_us();
+        r.set_prepack_us(m.prepack_us());
+        const bool have_best = best.status() == v1::OK;
+        if ((m.status() == v1::OK && (!have_best || m.median_us() < best.median_us())) ||
+            best.status() == v1::STATUS_UNSPECIFIED)
+          best = std::move(m);  // the first failure stands until a route succeeds
+      }
     }
-    auto sgemm = [](int M, int N, int K, const float* A, const float* B, float* C) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
-    };
-    return MeasureGemm(w, sgemm, fp_, opts);
+    cpu_baselines::QuietPools();
+    best.clear_baseline_routes();
+    for (auto& r : all) *best.add_baseline_routes() = std::move(r);
+    return best;
   }
 
  private:
+  v1::Measurement MeasureRoute(const v1::Workload& w, const cpu_baselines::Route& route,
+                               int threads, const MeasureOptions& opts) {
+    auto call = route.prepare(threads);
+    if (!call.ok()) return Failed(v1::UNSUPPORTED, std::string(call.status().message()));
+    v1::Measurement m =
+        call->gemm
+            ? MeasureGemm(w, call->gemm, fp_, opts, call->gemm_pack ? &*call->gemm_pack : nullptr)
+            : MeasureOp(w, call->op, fp_, opts, call->op_pack ? &*call->op_pack : nullptr);
+    if (call->failed && !call->failed->ok())
+      return Failed(v1::CRASHED, std::string(call->failed->message()));
+    return m;
+  }
+
   const absl::StatusOr<Toolchain>& GetToolchain() {
     std::call_once(toolchain_once_, [&] { toolchain_ = FindToolchain(); });
     return toolchain_;

@@ -48,11 +48,35 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
       packed_[weight] = p;
     }
   };
+  // The LibTorch step holds its weights as a PyTorch model does: [N,K] per nn.Linear.
+  auto linear = [&](const v1::Workload& w, const void* weight) {
+    if (linear_.count(weight)) return;
+    const size_t N = w.dims().at("N"), K = w.dims().at("K");
+    void* t = Floats(bf16_ ? (N * K + 1) / 2 : N * K);
+    constexpr size_t kBlock = 64;  // cache-blocked: a weight can be hundreds of MB
+    for (size_t k0 = 0; k0 < K; k0 += kBlock)
+      for (size_t n0 = 0; n0 < N; n0 += kBlock)
+        for (size_t k = k0; k < std::min(K, k0 + kBlock); ++k)
+          for (size_t n = n0; n < std::min(N, n0 + kBlock); ++n) {
+            if (bf16_)
+              static_cast<uint16_t*>(t)[n * K + k] =
+                  static_cast<const uint16_t*>(weight)[k * N + n];
+            else
+              static_cast<float*>(t)[n * K + k] = static_cast<const float*>(weight)[k * N + n];
+          }
+    linear_[weight] = t;
+  };
   for (Layer& l : layer_)
     for (const auto& op : graph_.layer)
-      if (op.workload.op() == v1::GEMM) pack(op.workload, l.w[op.role]);
+      if (op.workload.op() == v1::GEMM) {
+        pack(op.workload, l.w[op.role]);
+        linear(op.workload, l.w[op.role]);
+      }
   for (const auto& op : graph_.tail)
-    if (op.workload.op() == v1::GEMM) pack(op.workload, head_);
+    if (op.workload.op() == v1::GEMM) {
+      pack(op.workload, head_);
+      linear(op.workload, head_);
+    }
   // MoE: fill the experts the router selects, layer by layer, until the routing is stable.
   for (int round = 0; round <= layers_; ++round) {
     bool any = false;
@@ -89,8 +113,13 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
     }
     return s;
   };
-  if (!kiln)
+  if (!kiln) {
+    if (op.workload.op() == v1::GEMM && linear_.count(args[1])) {
+      args[1] = linear_.at(args[1]);
+      return done(torch_baseline::RunLinear(op.workload, dims.data(), args.data()));
+    }
     return done(torch_baseline::RunOp(op.workload, dims.data(), args.data(), params.data()));
+  }
   const StepKernel* k = kernels_.at(codegen::WorkloadKey(op.workload));
   if (k->op) {
     if (k->op_pack && args.size() > 1) {  // weights packed ahead of time, when the kernel takes so

@@ -146,42 +146,88 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   // The bound: the whole model's weight and KV bytes at the read bandwidth of the same moment.
   const double bytes = codegen::StepBytesRead(state->graph(), req.dtype());
   ASSIGN_OR_RETURN(auto sweep, ReadSweep::Create(size_t{512} << 20, std::max(1, chip.cores())));
-  std::vector<double> ks, ts, bws, fractions;
-  // Each backend in its own block (warm-up step first): LibTorch's BLAS threads spin for a while
-  // after a call and would steal the cores from the next step if the two alternated per step.
-  for (bool kiln : {true, false}) {
+  std::vector<double> ks, ts, bws, tbws, fractions, tfractions;
+  // One backend's block: a warm-up step, then whole steps until the samples or the time run out,
+  // each followed by a read sweep (the bound of that moment). The two backends run in blocks of
+  // their own: LibTorch's BLAS threads spin for a while after a call and would steal the cores
+  // from the next step if the two alternated per step.
+  // `raw`: the unscaled (N-layer) steps, as measured.
+  auto time_block = [&](bool kiln, int max_samples, double max_seconds, std::vector<double>& out,
+                        std::vector<double>* raw, std::vector<double>* bw,
+                        std::vector<double>* frac) -> absl::Status {
     const auto start = Clock::now();
-    std::vector<double>& out = kiln ? ks : ts;
     for (int i = 0;; ++i) {
       ASSIGN_OR_RETURN(auto t, state->Run(kiln));
       if (i == 0) continue;  // warm-up
       out.push_back(t.first * factor + t.second);
-      (kiln ? r.mutable_samples_us() : r.mutable_baseline_samples_us())->Add(t.first + t.second);
-      if (kiln) {
-        bws.push_back(sweep->BestGbps(3));
-        r.add_read_gbytes_per_s_samples(bws.back());
-        fractions.push_back(bytes / (bws.back() * 1e3) / out.back());  // bytes/(GB/s) in us
+      if (raw) raw->push_back(t.first + t.second);
+      if (bw) {
+        bw->push_back(sweep->BestGbps(3));
+        frac->push_back(bytes / (bw->back() * 1e3) / out.back());  // bytes/(GB/s) in us
       }
       const double elapsed = Us(start, Clock::now()) / 1e6;
-      if (static_cast<int>(out.size()) >= opts.max_samples) break;
-      if (static_cast<int>(out.size()) >= opts.min_samples && elapsed >= opts.max_seconds / 2)
-        break;
+      if (static_cast<int>(out.size()) >= max_samples) break;
+      if (static_cast<int>(out.size()) >= opts.min_samples && elapsed >= max_seconds) break;
     }
+    return absl::OkStatus();
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  torch_baseline::SetPools(1, 1);  // Kiln's kernels use their own pool
+  std::vector<double> kraw, traw;
+  RETURN_IF_ERROR(
+      time_block(true, opts.max_samples, opts.max_seconds / 2, ks, &kraw, &bws, &fractions));
+  for (double us : kraw) r.add_samples_us(us);
+  for (double g : bws) r.add_read_gbytes_per_s_samples(g);
+  // The LibTorch step at each arrangement of its two pools that keeps one of them at 1 thread
+  // (its intra-op pool at all cores, or OpenBLAS's): a few steps each, then the faster one in full.
+  struct Variant {
+    std::string name;
+    int torch_threads, blas_threads;
+  };
+  const int cores = std::max(1, chip.cores());
+  std::vector<Variant> variants = {{torch_baseline::Name(), cores, 1}};
+  if (cores > 1)
+    variants.push_back({absl::StrCat(torch_baseline::Name(), "+openblas-threads"), 1, cores});
+  size_t best = 0;
+  std::vector<double> screen_medians;
+  for (size_t v = 0; v < variants.size() && variants.size() > 1; ++v) {
+    torch_baseline::SetPools(variants[v].torch_threads, variants[v].blas_threads);
+    std::vector<double> screen;
+    RETURN_IF_ERROR(time_block(false, 3, 0, screen, nullptr, nullptr, nullptr));
+    screen_medians.push_back(median(screen));
+    if (screen_medians[v] < screen_medians[best]) best = v;
+  }
+  torch_baseline::SetPools(variants[best].torch_threads, variants[best].blas_threads);
+  RETURN_IF_ERROR(
+      time_block(false, opts.max_samples, opts.max_seconds / 2, ts, &traw, &tbws, &tfractions));
+  for (double us : traw) r.add_baseline_samples_us(us);
+  torch_baseline::SetPools(1, 1);
+  for (size_t v = 0; v < variants.size(); ++v) {
+    v1::BaselineRoute* route = r.add_baseline_routes();
+    route->set_name(variants[v].name);
+    route->set_threads(std::max(variants[v].torch_threads, variants[v].blas_threads));
+    route->set_dtype(req.dtype() == v1::BF16 ? "bf16" : "fp32");
+    route->set_status(v1::OK);
+    route->set_median_us(v == best ? median(ts) : screen_medians[v]);
+    route->set_message(v == best ? "timed in full" : "screened on 3 steps");
   }
   if (profile)
     for (const auto& [role, p] : state->profile())
       std::fprintf(stderr, "step profile: %-22s %10.1f us/call (%d calls)\n", role.c_str(),
                    p.first / std::max(1, p.second), p.second);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   const double tokens = state->tokens();
   r.set_step_us(median(ks));
   r.set_baseline_step_us(median(ts));
   r.set_measured(tokens / (r.step_us() * 1e-6));
   r.set_baseline_measured(tokens / (r.baseline_step_us() * 1e-6));
-  r.set_baseline_name(torch_baseline::Name());
+  r.set_baseline_name(variants[best].name);
+  r.set_baseline_threads(std::max(variants[best].torch_threads, variants[best].blas_threads));
+  r.set_baseline_dtype(req.dtype() == v1::BF16 ? "bf16" : "fp32");
+  r.set_baseline_bound_fraction(median(tfractions));
+  for (double g : tbws) r.add_baseline_read_gbytes_per_s_samples(g);
   r.set_read_gbytes_per_s(median(bws));
   r.set_bytes_per_token(bytes / tokens);
   r.set_bound(r.read_gbytes_per_s() * 1e9 / r.bytes_per_token());

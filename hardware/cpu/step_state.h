@@ -77,6 +77,8 @@ class StepState {
   std::vector<Layer> layer_;
   std::map<std::string, const StepKernel*> kernels_;  // by workload key
   std::map<const void*, float*> packed_;              // weight -> kernel's packed copy
+  // weight -> the LibTorch step's copy in nn.Linear's [N,K] layout (as a PyTorch model holds it)
+  std::map<const void*, void*> linear_;
   void* head_ = nullptr;
   float* norm_f_ = nullptr;
   std::vector<int32_t> pos_, tokens_;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 
 #include "codegen/cpu/gemm_template.h"
@@ -16,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hardware/cpu/kernel_runtime.h"
+#include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/device.h"
 
 namespace kiln::hardware {
@@ -110,7 +112,49 @@ TEST_F(CpuDeviceTest, SupportsWhatItHasTemplatesFor) {
   EXPECT_FALSE(device_->Supports(wide));
   CompiledKernel none;
   EXPECT_EQ(device_->Measure(wide, none, Quick()).status(), v1::UNSUPPORTED);
-  EXPECT_EQ(device_->BaselineName(Gemm("M=8,N=64,K=64")), "openblas-sgemm");
+  EXPECT_EQ(device_->BaselineName(Gemm("M=8,N=64,K=64")), "onednn-packed");
+  EXPECT_EQ(device_->BaselineName(Gemm("M=1,N=64,K=64")), "openblas-sgemv");
+}
+
+// Every route a user could run instead is timed and listed; the measurement is the fastest's.
+TEST_F(CpuDeviceTest, BaselineTimesEveryRouteAndKeepsTheFastest) {
+  struct Case {
+    v1::Workload w;
+    std::vector<std::string> routes;
+  };
+  v1::Workload bf16 = Gemm("M=4,N=256,K=512");
+  bf16.set_dtype(v1::BF16);
+  const std::string torch = torch_baseline::Name();
+  for (const Case& c :
+       {Case{Gemm("M=1,N=256,K=512"),
+             {"openblas-sgemv", "openblas-sgemv-nk", "openblas-sgemm", "openblas-sgemm-nk",
+              "blis-sgemm", "onednn-packed"}},
+        Case{Gemm("M=16,N=256,K=512"),
+             {"openblas-sgemm", "openblas-sgemm-nk", "blis-sgemm", "onednn-packed"}},
+        Case{bf16, {"onednn-bf16-packed", torch + "-linear"}},
+        Case{*codegen::ParseWorkload("softmax", "T=4,N=1000"), {torch}}}) {
+    v1::Measurement m = device_->MeasureBaseline(c.w, Quick());
+    ASSERT_EQ(m.status(), v1::OK) << codegen::WorkloadKey(c.w) << ": " << m.message();
+    std::set<std::string> names;
+    double fastest = 1e300;
+    for (const auto& r : m.baseline_routes()) {
+      names.insert(r.name());
+      EXPECT_EQ(r.status(), v1::OK) << r.name() << " at " << r.threads() << ": " << r.message();
+      EXPECT_GT(r.median_us(), 0) << r.name();
+      EXPECT_GE(r.samples_us_size(), 1) << r.name();
+      if (r.status() == v1::OK) fastest = std::min(fastest, r.median_us());
+      if (r.name().find("-nk") != std::string::npos || r.name().find("packed") != std::string::npos)
+        EXPECT_GT(r.prepack_us(), 0) << r.name() << ": its layout is made ahead of time";
+    }
+    for (const std::string& want : c.routes)
+      EXPECT_TRUE(names.count(want)) << codegen::WorkloadKey(c.w) << " lacks " << want;
+    // Each route at 1 thread and at all cores (one at all cores only for a second pool variant).
+    EXPECT_GE(m.baseline_routes_size(),
+              static_cast<int>(c.routes.size()) * std::min(2, device_->Fingerprint().cores()));
+    EXPECT_DOUBLE_EQ(m.median_us(), fastest);
+    ASSERT_NE(FastestRoute(m), nullptr);
+    EXPECT_DOUBLE_EQ(FastestRoute(m)->median_us(), fastest);
+  }
 }
 
 TEST_F(CpuDeviceTest, SyntaxErrorReturnsTheDiagnostics) {

@@ -4,6 +4,8 @@
 
 #include <string>
 
+extern "C" void openblas_set_num_threads(int);  // the BLAS LibTorch calls is OpenBLAS here
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::hardware::torch_baseline {
@@ -29,17 +31,22 @@ Tensor RepeatKv(const Tensor& kv, int64_t g) {
       .reshape({kv.size(0), kv.size(1) * g, kv.size(2), kv.size(3)});
 }
 
-void Gemm(const v1::Workload& w, const long long* d, void* const* a) {
-  const int64_t M = d[0], N = d[1], K = d[2];
-  Tensor A = Blob(a[0], {M, K}), C = Blob(a[4], {M, N});
-  Tensor B = w.dtype() == v1::BF16 ? Blob(a[1], {K, N}, torch::kBFloat16).to(torch::kFloat)
-                                   : Blob(a[1], {K, N});
-  torch::mm_out(C, A, B);
+void Epilogue(const v1::Workload& w, const Tensor& C, void* const* a, int64_t M, int64_t N) {
   const std::string& e = w.epilogue();
   if (e == "bias") C.add_(Blob(a[2], {N}));
   if (e == "silu") C.copy_(torch::silu(C));
   if (e == "gelu") C.copy_(torch::gelu(C, "tanh"));
   if (e == "residual") C.add_(Blob(a[3], {M, N}));
+}
+
+void Gemm(const v1::Workload& w, const long long* d, void* const* a) {
+  const int64_t M = d[0], N = d[1], K = d[2];
+  Tensor A = Blob(a[0], {M, K}), C = Blob(a[4], {M, N});
+  if (w.dtype() == v1::BF16)  // bf16 weights: computed in bf16 (oneDNN), as a bf16 model runs
+    C.copy_(torch::mm(A.to(torch::kBFloat16), Blob(a[1], {K, N}, torch::kBFloat16)));
+  else
+    torch::mm_out(C, A, Blob(a[1], {K, N}));
+  Epilogue(w, C, a, M, N);
 }
 
 void Rope(const long long* d, void* const* a, const float* p) {
@@ -84,8 +91,10 @@ void MoeGemm(const v1::Workload& w, const long long* d, void* const* a) {
   for (int64_t e = 0; e < E; ++e) {  // Mixtral's eager loop over the experts that were hit
     Tensor rows = (ex == e).nonzero().squeeze(1);
     if (rows.numel() == 0) continue;
-    Tensor we = bf16 ? W[e].to(torch::kFloat) : W[e];
-    y.index_copy_(0, rows, torch::mm(x.index_select(0, rows), we));
+    Tensor xe = x.index_select(0, rows);
+    y.index_copy_(
+        0, rows,
+        bf16 ? torch::mm(xe.to(torch::kBFloat16), W[e]).to(torch::kFloat) : torch::mm(xe, W[e]));
   }
 }
 
@@ -128,6 +137,32 @@ const char* Name() {
 
 void SetThreads(int threads) {
   if (threads > 0 && at::get_num_threads() != threads) at::set_num_threads(threads);
+}
+
+void SetPools(int torch_threads, int blas_threads) {
+  SetThreads(torch_threads);
+  if (blas_threads > 0) openblas_set_num_threads(blas_threads);
+}
+
+absl::Status RunLinear(const v1::Workload& w, const long long* d, void* const* a) {
+  try {
+    torch::NoGradGuard no_grad;
+    const int64_t M = d[0], N = d[1], K = d[2];
+    Tensor C = Blob(a[4], {M, N});
+    if (w.dtype() == v1::BF16) {  // F.linear on bf16 activations and weights (oneDNN-backed)
+      C.copy_(torch::linear(Blob(a[0], {M, K}).to(torch::kBFloat16),
+                            Blob(a[1], {N, K}, torch::kBFloat16)));
+    } else if (M == 1) {  // one row: the matrix-vector product (BLAS sgemv)
+      Tensor y = C.view({N});
+      torch::mv_out(y, Blob(a[1], {N, K}), Blob(a[0], {K}));
+    } else {
+      C.copy_(torch::linear(Blob(a[0], {M, K}), Blob(a[1], {N, K})));
+    }
+    Epilogue(w, C, a, M, N);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("libtorch: ", e.what()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RunOp(const v1::Workload& w, const long long* d, void* const* a, const float* p) {

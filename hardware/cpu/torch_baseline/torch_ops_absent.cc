@@ -7,6 +7,11 @@ namespace kiln::hardware::torch_baseline {
 const char* Name() { return "libtorch-absent"; }
 
 void SetThreads(int) {}
+void SetPools(int, int) {}
+
+absl::Status RunLinear(const v1::Workload& w, const long long* d, void* const* a) {
+  return RunOp(w, d, a, nullptr);
+}
 
 absl::Status RunOp(const v1::Workload&, const long long*, void* const*, const float*) {
   return absl::UnavailableError(

@@ -1,0 +1,165 @@
+#include "hardware/cpu/baselines/baselines.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "hardware/cpu/baselines/vendor_gemm.h"
+#include "hardware/cpu/torch_baseline/torch_ops.h"
+
+namespace kiln::hardware::cpu_baselines {
+namespace {
+
+bool Fp32(const v1::Workload& w) {
+  return w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED;
+}
+bool PlainGemm(const v1::Workload& w) {
+  return w.op() == v1::GEMM && Fp32(w) && w.epilogue().empty();
+}
+bool PlainBf16Gemm(const v1::Workload& w) {
+  return w.op() == v1::GEMM && w.dtype() == v1::BF16 && w.epilogue().empty();
+}
+// Operators whose LibTorch implementation spends its time in BLAS calls.
+bool CallsBlas(const v1::Workload& w) {
+  return w.op() == v1::GEMM || w.op() == v1::ATTENTION_DECODE || w.op() == v1::ATTENTION_PREFILL ||
+         w.op() == v1::MOE_GEMM || w.op() == v1::MOE_ROUTER;
+}
+
+RouteCall GemmCall(GemmFn fn, std::optional<GemmPrepack> pack = std::nullopt) {
+  RouteCall c;
+  c.gemm = std::move(fn);
+  c.gemm_pack = std::move(pack);
+  return c;
+}
+
+void AddOpenBlas(std::vector<Route>& routes, std::string name, bool gemv, bool nk,
+                 const std::vector<int>& counts) {
+  routes.push_back(
+      {std::move(name), "fp32", counts, [gemv, nk](int t) -> absl::StatusOr<RouteCall> {
+         SetOpenBlasThreads(t);
+         GemmFn fn = gemv ? OpenBlasSgemv(nk) : OpenBlasSgemm(nk);
+         return nk ? GemmCall(fn, TransposeToNk()) : GemmCall(fn);
+       }});
+}
+
+std::vector<Route> GemmRoutes(const v1::Workload& w, const std::vector<int>& counts) {
+  const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
+  std::vector<Route> routes;
+  if (M == 1) {
+    AddOpenBlas(routes, "openblas-sgemv", true, false, counts);
+    AddOpenBlas(routes, "openblas-sgemv-nk", true, true, counts);
+  }
+  AddOpenBlas(routes, "openblas-sgemm", false, false, counts);
+  AddOpenBlas(routes, "openblas-sgemm-nk", false, true, counts);
+  routes.push_back({"blis-sgemm", "fp32", counts, [](int t) -> absl::StatusOr<RouteCall> {
+                      SetOpenMpThreads(t);
+                      auto fn = BlisSgemm(t);
+                      if (!fn.ok()) return fn.status();
+                      return GemmCall(*fn);
+                    }});
+  routes.push_back({"onednn-packed", "fp32", counts, [M, N, K](int t) -> absl::StatusOr<RouteCall> {
+                      SetOpenMpThreads(t);  // oneDNN plans for the threads it has at creation
+                      auto mm = OnednnMatmul::Create(M, N, K, false);
+                      if (!mm.ok()) return mm.status();
+                      std::shared_ptr<OnednnMatmul> p = std::move(*mm);
+                      GemmPrepack pack;
+                      pack.floats = [p](int, int) { return (p->PackedBytes() + 3) / 4; };
+                      pack.pack = [p](int, int, const float* B, float* out) { p->Pack(B, out); };
+                      RouteCall c = GemmCall([p](int, int, int, const float* A, const float* B,
+                                                 float* C) { p->Run(A, B, C); },
+                                             pack);
+                      c.state = p;
+                      return c;
+                    }});
+  return routes;
+}
+
+std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>& counts) {
+  const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
+  std::vector<Route> routes;
+  routes.push_back(
+      {"onednn-bf16-packed", "bf16", counts, [M, N, K](int t) -> absl::StatusOr<RouteCall> {
+         SetOpenMpThreads(t);
+         auto mm = OnednnMatmul::Create(M, N, K, true);
+         if (!mm.ok()) return mm.status();
+         std::shared_ptr<OnednnMatmul> p = std::move(*mm);
+         RouteCall c;
+         c.op = [p](const long long*, void* const* a, const float*) {
+           p->Run(static_cast<const float*>(a[0]), a[1], static_cast<float*>(a[4]));
+         };
+         OpPrepack pack;
+         pack.bytes = [p](const long long*) { return p->PackedBytes(); };
+         pack.pack = [p](const long long*, const void* src, void* dst) { p->Pack(src, dst); };
+         c.op_pack = pack;
+         c.state = p;
+         return c;
+       }});
+  routes.push_back({absl::StrCat(torch_baseline::Name(), "-linear"), "bf16", counts,
+                    [w](int t) -> absl::StatusOr<RouteCall> {
+                      torch_baseline::SetPools(t, 1);
+                      RouteCall c;
+                      c.failed = std::make_shared<absl::Status>();
+                      c.op = [w, failed = c.failed](const long long* d, void* const* a,
+                                                    const float*) {
+                        if (failed->ok()) *failed = torch_baseline::RunLinear(w, d, a);
+                      };
+                      OpPrepack layout;  // nn.Linear's [N,K], transposed once at load time
+                      layout.bytes = [](const long long* d) { return d[1] * d[2] * 2; };
+                      layout.pack = [](const long long* d, const void* src, void* dst) {
+                        const long long N = d[1], K = d[2];
+                        auto* in = static_cast<const uint16_t*>(src);
+                        auto* out = static_cast<uint16_t*>(dst);
+                        for (long long k = 0; k < K; ++k)
+                          for (long long n = 0; n < N; ++n) out[n * K + k] = in[k * N + n];
+                      };
+                      c.op_pack = layout;
+                      return c;
+                    }});
+  return routes;
+}
+
+// The operator in LibTorch eager: its intra-op pool at each thread count with OpenBLAS at one,
+// and, for operators that call BLAS, one intra-op thread with OpenBLAS's pool at all cores.
+std::vector<Route> TorchRoutes(const v1::Workload& w, const std::vector<int>& counts) {
+  auto prepare = [w](int torch_threads, int blas_threads) -> absl::StatusOr<RouteCall> {
+    torch_baseline::SetPools(torch_threads, blas_threads);
+    RouteCall c;
+    c.failed = std::make_shared<absl::Status>();
+    c.op = [w, failed = c.failed](const long long* d, void* const* a, const float* p) {
+      if (failed->ok()) *failed = torch_baseline::RunOp(w, d, a, p);
+    };
+    return c;
+  };
+  const std::string dtype = Fp32(w) ? "fp32" : "bf16";
+  std::vector<Route> routes;
+  routes.push_back(
+      {torch_baseline::Name(), dtype, counts, [prepare](int t) { return prepare(t, 1); }});
+  if (CallsBlas(w) && counts.size() > 1)
+    routes.push_back({absl::StrCat(torch_baseline::Name(), "+openblas-threads"),
+                      dtype,
+                      {counts.back()},
+                      [prepare](int t) { return prepare(1, t); }});
+  return routes;
+}
+
+}  // namespace
+
+std::vector<Route> Routes(const v1::Workload& w, const std::vector<int>& threads) {
+  if (PlainGemm(w)) return GemmRoutes(w, threads);
+  if (PlainBf16Gemm(w)) return Bf16GemmRoutes(w, threads);
+  return TorchRoutes(w, threads);
+}
+
+void QuietPools() {
+  torch_baseline::SetPools(1, 1);
+  SetOpenMpThreads(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+std::string DefaultName(const v1::Workload& w) {
+  if (PlainGemm(w)) return w.dims().at("M") == 1 ? "openblas-sgemv" : "onednn-packed";
+  if (PlainBf16Gemm(w)) return "onednn-bf16-packed";
+  return torch_baseline::Name();
+}
+
+}  // namespace kiln::hardware::cpu_baselines
