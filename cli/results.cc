@@ -45,10 +45,12 @@ bool IsModelResult(const v1::Job& job) {
 std::string TokensPerSecondText(const v1::Job& job) {
   const v1::StepResult& t = job.tokens_per_second();
   auto tps = [](double v) { return v > 0 ? FormatFixed(v, 2) + " tokens/s" : std::string("-"); };
-  std::string out = "\ntokens/s  estimated " + tps(t.estimated()) + "  measured " +
-                    tps(t.measured()) + "  " +
-                    (t.baseline_name().empty() ? std::string("baseline") : t.baseline_name()) +
-                    " " + tps(t.baseline_measured());
+  std::string out =
+      "\ntokens/s  estimated " + tps(t.estimated()) + "  measured " + tps(t.measured()) + "  " +
+      (t.baseline_name().empty() ? std::string("baseline") : t.baseline_name()) +
+      (t.baseline_dtype().empty() ? "" : " " + t.baseline_dtype()) +
+      (t.baseline_threads() > 0 ? " " + std::to_string(t.baseline_threads()) + "t" : "") + " " +
+      tps(t.baseline_measured());
   if (t.measured() > 0 && t.baseline_measured() > 0) {
     const double r = t.measured() / t.baseline_measured();
     out += "  (" + FormatFixed(r, 2) + "x" + (r < 1 ? ", SLOWER end to end" : "") + ")";
@@ -58,7 +60,11 @@ std::string TokensPerSecondText(const v1::Job& job) {
     out += "bound     " + tps(t.bound()) + " at " + FormatFixed(t.read_gbytes_per_s(), 1) +
            " GB/s read next to the step (" + FormatFixed(t.bytes_per_token() / 1e9, 3) +
            " GB a token: weights, KV cache or state): measured is " +
-           FormatFixed(100 * t.bound_fraction(), 0) + "% of it\n";
+           FormatFixed(100 * t.bound_fraction(), 0) + "% of it" +
+           (t.baseline_bound_fraction() > 0
+                ? ", the baseline " + FormatFixed(100 * t.baseline_bound_fraction(), 0) + "%"
+                : "") +
+           "\n";
   if (!t.note().empty()) out += "step: " + t.note() + "\n";
   if (t.estimated() > 0 && t.measured() > 0 && t.measured() < 0.8 * t.estimated()) {
     // Above the bound, the estimate is what is off: its operators read faster than memory did.
@@ -84,6 +90,43 @@ std::string FinalsText(const std::vector<v1::Finalist>& finalists) {
            (i == 0 && !f.failed() ? " (best)" : "");
   }
   return out + "\n";
+}
+
+// Refusals shown: a few per task in the table and the latest in the JSON, with their messages
+// cut (a compiler's errors can run to pages, and a job can refuse hundreds of trials).
+constexpr size_t kRefusedTableLines = 3;
+constexpr size_t kRefusedJsonTrials = 20;
+constexpr size_t kTableMessageChars = 160;
+constexpr size_t kJsonMessageChars = 500;
+
+// `text` cut to at most `max` bytes on a UTF-8 character boundary, "..." marking the cut.
+std::string Shorten(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t n = max > 3 ? max - 3 : 0;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + "...";
+}
+
+// The refused trials of a task: each status's count, then the latest few, one line each.
+std::string RefusedText(const TaskSummary& t, bool single_task) {
+  std::string out = (single_task ? std::string("refused: ") : "refused (" + t.workload + "): ") +
+                    std::to_string(t.refused.size()) + " trials (";
+  bool first = true;
+  for (const auto& [status, n] : t.refused_by_status) {
+    out += (first ? "" : ", ") + status + " " + std::to_string(n);
+    first = false;
+  }
+  const size_t shown = std::min(t.refused.size(), kRefusedTableLines);
+  out += shown < t.refused.size() ? "); the latest " + std::to_string(shown) + ":\n" : "):\n";
+  for (size_t i = t.refused.size() - shown; i < t.refused.size(); ++i) {
+    const RefusedTrial& r = t.refused[i];
+    std::string config = ConfigText(r.config);
+    std::string why = r.message.substr(0, r.message.find('\n'));
+    out += "  " + r.status + (r.kind == v1::TUNE ? "" : " (" + v1::TrialKind_Name(r.kind) + ")") +
+           (config.empty() ? "" : " " + config) + ": " +
+           (why.empty() ? "(no message)" : Shorten(why, kTableMessageChars)) + "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -114,8 +157,26 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
       s.baseline = t->measurement();
     }
     if (s.baseline && s.baseline_name.empty()) s.baseline_name = "baseline";
+    if (s.baseline)  // the winning route's thread count (the measurement is the fastest's)
+      for (const v1::BaselineRoute& r : s.baseline->baseline_routes())
+        if (r.status() == v1::OK && r.median_us() == s.baseline->median_us())
+          s.baseline_threads = r.threads();
     if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
     s.finalists.assign(task.finalists().begin(), task.finalists().end());
+    for (const v1::Trial& trial : results.trials()) {
+      const v1::Measurement& m = trial.measurement();
+      const bool demoted = trial.kind() == v1::REMEASURE && m.status() == v1::OK && m.demoted();
+      if (trial.task_index() != i || trial.kind() == v1::STEP || !trial.has_measurement() ||
+          m.status() == v1::STATUS_UNSPECIFIED || (m.status() == v1::OK && !demoted))
+        continue;
+      RefusedTrial r;
+      r.config = trial.config();
+      r.kind = trial.kind();
+      r.status = demoted ? "DEMOTED" : v1::MeasurementStatus_Name(m.status());
+      r.message = m.message();
+      s.refused_by_status[r.status]++;
+      s.refused.push_back(std::move(r));
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -138,7 +199,11 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
          t.best ? FormatMicros(t.best->median_us()) : "-",
          t.best ? FormatFixed(t.best->gflops(), 1) : "-",
          t.best ? FormatFixed(t.best->gbytes_per_s(), 1) : "-",
-         t.baseline ? t.baseline_name + " " + FormatMicros(t.baseline->median_us()) : "-",
+         t.baseline
+             ? t.baseline_name +
+                   (t.baseline_threads > 0 ? "/" + std::to_string(t.baseline_threads) + "t" : "") +
+                   " " + FormatMicros(t.baseline->median_us())
+             : "-",
          t.speedup ? FormatFixed(*t.speedup, 2) + "x" : "-"});
     if (model)
       rows.back().push_back(t.best && step_us > 0
@@ -160,6 +225,8 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
         (config.empty() ? "-" : config) + "\n";
     if (!t.finalists.empty()) out += FinalsText(t.finalists);
   }
+  for (const TaskSummary& t : tasks)
+    if (!t.refused.empty()) out += RefusedText(t, tasks.size() == 1);
   return out;
 }
 
@@ -199,11 +266,28 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
       w.BeginObject().Key("name").String(t.baseline_name);
       w.Key("median_us").Number(m.median_us()).Key("gflops").Number(m.gflops());
       w.Key("gbytes_per_s").Number(m.gbytes_per_s());
+      w.Key("threads").Int(t.baseline_threads);
       WriteSamples(w, m);
       w.EndObject();
     } else {
       w.Null();
     }
+    // Every route timed (library call, layout, thread count); "baseline" is the fastest.
+    w.Key("baselines").BeginArray();
+    if (t.baseline)
+      for (const v1::BaselineRoute& r : t.baseline->baseline_routes()) {
+        w.BeginObject().Key("name").String(r.name()).Key("threads").Int(r.threads());
+        w.Key("dtype").String(r.dtype()).Key("status").String(
+            v1::MeasurementStatus_Name(r.status()));
+        w.Key("median_us");
+        r.status() == v1::OK ? w.Number(r.median_us()) : w.Null();
+        w.Key("prepack_us").Number(r.prepack_us());
+        if (!r.message().empty()) w.Key("message").String(Shorten(r.message(), kJsonMessageChars));
+        w.Key("samples_us").BeginArray();
+        for (double us : r.samples_us()) w.Number(us);
+        w.EndArray().EndObject();
+      }
+    w.EndArray();
     w.Key("speedup_vs_baseline");
     t.speedup ? w.Number(*t.speedup) : w.Null();
     w.Key("finalists").BeginArray();  // the final rounds, the best first
@@ -216,6 +300,23 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
       w.EndArray().EndObject();
     }
     w.EndArray();
+    // The latest refused trials with why, and how many earlier ones are left out.
+    const size_t from =
+        t.refused.size() > kRefusedJsonTrials ? t.refused.size() - kRefusedJsonTrials : 0;
+    w.Key("failed_trials").BeginArray();
+    for (size_t k = from; k < t.refused.size(); ++k) {
+      const RefusedTrial& r = t.refused[k];
+      w.BeginObject();
+      WriteConfig(w, r.config);
+      w.Key("kind").String(v1::TrialKind_Name(r.kind)).Key("status").String(r.status);
+      w.Key("message").String(Shorten(r.message, kJsonMessageChars));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("failed_trials_omitted").Int(static_cast<int64_t>(from));
+    w.Key("failed_trials_by_status").BeginObject();
+    for (const auto& [status, n] : t.refused_by_status) w.Key(status).Int(n);
+    w.EndObject();
     w.EndObject();
   }
   w.EndArray();
@@ -229,6 +330,17 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     num(t.measured());
     w.Key("baseline").BeginObject().Key("name").String(t.baseline_name()).Key("measured");
     num(t.baseline_measured());
+    w.Key("dtype").String(t.baseline_dtype()).Key("threads").Int(t.baseline_threads());
+    w.Key("bound_fraction");
+    num(t.baseline_bound_fraction());
+    w.Key("variants").BeginArray();  // every thread arrangement timed; the fastest is the baseline
+    for (const v1::BaselineRoute& r : t.baseline_routes()) {
+      w.BeginObject().Key("name").String(r.name()).Key("threads").Int(r.threads());
+      w.Key("status").String(v1::MeasurementStatus_Name(r.status())).Key("step_us");
+      num(r.median_us());
+      w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
     w.Key("speedup_vs_baseline");
     num(t.baseline_measured() > 0 ? t.measured() / t.baseline_measured() : 0);

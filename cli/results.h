@@ -1,6 +1,7 @@
 // The results of a job as a readable table and as the JSON object of DESIGN.md §8.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,15 @@
 #include "kiln/v1/tuning_service.pb.h"
 
 namespace kiln::cli {
+
+// A trial whose result was refused: a failed measurement (COMPILE_ERROR, WRONG_RESULT, SUSPECT,
+// TIMEOUT, CRASHED, ...) or a new best that its re-measurement demoted.
+struct RefusedTrial {
+  v1::Config config;
+  v1::TrialKind kind = v1::TUNE;
+  std::string status;   // the MeasurementStatus name, or "DEMOTED"
+  std::string message;  // the worker's or the coordinator's reason, in full
+};
 
 // One task's outcome, with best and baseline taken from the task result or, when the
 // coordinator left them out, from the job's trials.
@@ -21,8 +31,11 @@ struct TaskSummary {
   v1::Config best_config;
   std::optional<v1::Measurement> baseline;
   std::string baseline_name;
+  int baseline_threads = 0;             // the winning route's threads (0: not reported)
   std::optional<double> speedup;        // baseline median / best median
   std::vector<v1::Finalist> finalists;  // the final rounds, winner first (empty: none)
+  std::vector<RefusedTrial> refused;    // in trial order (the composed step's is the job's)
+  std::map<std::string, int> refused_by_status;
 };
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);

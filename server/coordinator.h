@@ -26,9 +26,10 @@ struct CoreOptions {
   int max_lease_wait_ms = 30000;     // cap on LeaseTrials long-poll
   uint64_t seed = 0;                 // ids and default job seeds; 0 = from the clock
   bool racing = true;                // tuning trials stop timing once surely slower than the best
-  // Final rounds (TrialKind FINAL) of single-operator jobs: once a task's budget is spent, its
-  // leading configurations (at most `finalists`, within 1.5x of the fastest) are timed again in
-  // turns for `final_rounds` rounds, and the best is the one fastest relative to the others.
+  // Final rounds (TrialKind FINAL): once a task's budget is spent (a model job's: the job's
+  // shared budget, before the composed step), its leading configurations (at most `finalists`,
+  // within 1.5x of the fastest) are timed again in turns for `final_rounds` rounds, and the best
+  // is the one fastest relative to the others.
   // 0 rounds: off (the best is the fastest single measurement, re-measured once).
   int final_rounds = 3;
   int finalists = 3;
@@ -82,6 +83,11 @@ class Coordinator {
   v1::Trial& NewTrialLocked(JobEntry& job, int task, v1::TrialKind kind);
   void ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
                          const std::string& implementation, WriteBatch& batch);
+  // A new best's re-measurement (REMEASURE trial `again`, already marked DONE and queued in
+  // `batch`): it confirms the first figure within 3% and becomes the task's best if it still
+  // beats it, or it is demoted (its record takes the re-measured figure, the task keeps its
+  // best confirmed one); a failed re-measurement's record becomes that failure.
+  void ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBatch& batch);
   void MaybeFinishLocked(JobEntry& job, WriteBatch& batch);
   // Creates the final rounds of every task of `job` that is due for them (budget spent, every
   // trial answered, two or more contenders); returns the first trial created, or null.

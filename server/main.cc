@@ -19,10 +19,10 @@ constexpr char kUsage[] =
     "--no-racing: time every tuning trial fully (by default a trial stops timing once its\n"
     "             median's 95% interval lies wholly above or below the task's best median;\n"
     "             a new best is then re-measured in full)\n"
-    "--final-rounds N, --finalists K: once an operator job's budget is spent, time its K\n"
-    "             fastest configurations (those within 1.5x of the best) again in turns for N\n"
-    "             rounds; the best is the fastest relative to the others (default 3 and 3;\n"
-    "             N=0: no final rounds)\n"
+    "--final-rounds N, --finalists K: once a task's budget is spent (a model job's: before\n"
+    "             its composed step), time its K fastest configurations (those within 1.5x of\n"
+    "             the best) again in turns for N rounds; the best is the fastest relative to\n"
+    "             the others (default 3 and 3; N=0: no final rounds)\n"
     "defaults: --listen 127.0.0.1:50051 --data-dir ./kiln-data --metrics-listen 0.0.0.0:9464\n";
 
 }  // namespace

@@ -5,12 +5,16 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "codegen/cpu/op_templates.h"  // SafeDefaultConfig
 #include "codegen/kernel_template.h"
 #include "common/status.h"
+#include "hardware/reference/step_tolerance.h"
 #include "server/coordinator.h"
 #include "server/planner/task_scheduler.h"
 #include "server/validate.h"
@@ -85,15 +89,27 @@ constexpr double kFinalMargin = 1.5;
 
 // The leading configurations of task `task`: each distinct configuration's fastest OK median over
 // its TUNE and REMEASURE trials, fastest first, those within kFinalMargin of the first, at most k.
+// A demoted configuration counts with its re-measured figure only (its first was the lucky one),
+// and one whose re-measurement failed is no contender.
 std::vector<v1::Config> Contenders(const JobEntry& job, int task, int k) {
+  std::set<std::string> demoted, failed;  // by config key, from the REMEASURE trials
+  for (const auto& [id, t] : job.trials) {
+    if (t.task_index() != task || t.kind() != v1::REMEASURE || t.state() != v1::DONE) continue;
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    if (t.measurement().status() != v1::OK)
+      failed.insert(key);
+    else if (t.measurement().demoted())
+      demoted.insert(key);
+  }
   std::map<std::string, std::pair<double, const v1::Config*>> fastest;  // by config key
   for (const auto& [id, t] : job.trials) {
     if (t.task_index() != task || (t.kind() != v1::TUNE && t.kind() != v1::REMEASURE) ||
         t.state() != v1::DONE || t.measurement().status() != v1::OK)
       continue;
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    if (failed.count(key) || (t.kind() == v1::TUNE && demoted.count(key))) continue;
     const double us = t.measurement().median_us();
-    auto [it, fresh] =
-        fastest.try_emplace(codegen::ConfigKey(codegen::FromProto(t.config())), us, &t.config());
+    auto [it, fresh] = fastest.try_emplace(key, us, &t.config());
     if (!fresh && us < it->second.first) it->second = {us, &t.config()};
   }
   std::vector<std::pair<double, const v1::Config*>> order;
@@ -111,6 +127,40 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A new best's re-measurement confirms it when it is at most this much slower than the first
+// figure (DESIGN.md §5): a larger gap means the first run was luckier than the configuration is.
+// Faster is always a confirmation (timing noise on a host makes runs slower, not faster).
+constexpr double kConfirmRatio = 1.03;
+
+// The TUNE trial whose new best `again` (a REMEASURE trial) re-measures: the latest answered one
+// of the same task and configuration before it, or null.
+const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
+  const std::string key = codegen::ConfigKey(codegen::FromProto(again.config()));
+  const v1::Trial* first = nullptr;
+  for (const auto& [id, t] : job.trials)
+    if (t.kind() == v1::TUNE && t.task_index() == again.task_index() && t.state() == v1::DONE &&
+        t.seq() < again.seq() && (!first || t.seq() > first->seq()) &&
+        codegen::ConfigKey(codegen::FromProto(t.config())) == key)
+      first = &t;
+  return first;
+}
+
+// The composed step's logits must match LibTorch's within the step tolerance of the job's dtype.
+// Checked where STEP results are accepted, not on the worker, so that a worker that skips the
+// check (or a buggy one) cannot publish a wrong step's tokens/s: a step outside it is refused.
+void RefuseInexactStep(v1::DType dtype, v1::Measurement* m) {
+  if (m->status() != v1::OK || !m->has_step()) return;
+  const double tolerance = hardware::StepTolerance(dtype);
+  const double err = m->step().max_error();
+  if (err >= 0 && err <= tolerance) return;  // NaN fails too
+  m->set_status(v1::WRONG_RESULT);
+  m->set_message(absl::StrCat(
+      "Kiln's step logits differ from LibTorch's: max_error ", absl::StrFormat("%.3g", err),
+      " > tolerance ", absl::StrFormat("%.3g", tolerance), " (",
+      dtype == v1::DTYPE_UNSPECIFIED ? "fp32" : absl::AsciiStrToLower(v1::DType_Name(dtype)),
+      ", relative to the largest logit)"));
 }
 
 }  // namespace
@@ -175,11 +225,16 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
     }
   }
   const bool model = IsModelJob(job.job.spec());
-  if (model && StepDue(job)) {  // every budget spent: run the composed step (issue 4)
+  // A model job whose shared budget is spent: each task's final rounds first, then the composed
+  // step with their winners (also when the last proposals were answered from the store just now).
+  auto finals_or_step = [&]() -> v1::Trial* {
+    if (v1::Trial* final_trial = StartFinalsLocked(job, batch)) return final_trial;
+    if (!StepDue(job)) return nullptr;
     v1::Trial& step = NewTrialLocked(job, 0, v1::STEP);
     *step.mutable_step() = BuildStepRequest(job);
     return &step;
-  }
+  };
+  if (model && PickModelTask(job) < 0) return finals_or_step();
   for (int cached = 0; cached < kMaxCachedPerCall;) {
     // Model jobs: the task with the largest expected gain in tokens/s (Ansor's rule); single
     // operators: the task furthest behind its budget share.
@@ -192,7 +247,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
       if (!job.BudgetSpent(i) && !t.finals_started && used < least) least = used, pick = i;
     }
     if (model) pick = PickModelTask(job);
-    if (pick < 0) return model ? nullptr : StartFinalsLocked(job, batch);
+    if (pick < 0) return model ? finals_or_step() : StartFinalsLocked(job, batch);
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
       task.starts_loaded = true;
@@ -305,9 +360,11 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
                                     const std::string& implementation, WriteBatch& batch) {
   trial.set_state(v1::DONE);
   *trial.mutable_measurement() = m;
+  if (trial.kind() == v1::STEP)
+    RefuseInexactStep(job.job.spec().dtype(), trial.mutable_measurement());
   batch.trials.push_back(trial);
   if (trial.kind() == v1::STEP) {  // the composed step's measured tokens/s
-    ApplyStepResult(job, m);
+    ApplyStepResult(job, trial.measurement());
     if (metrics_ && job.job.tokens_per_second().measured() > 0)
       metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
     if (metrics_ && job.job.tokens_per_second().bound_fraction() > 0)
@@ -333,13 +390,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     return;
   }
   if (trial.kind() == v1::REMEASURE) {
-    // The confirmed figure is the re-measurement; it must still beat the best.
-    if (m.status() == v1::OK && (!task->has_best() || m.median_us() < task->best().median_us())) {
-      *task->mutable_best() = m;
-      *task->mutable_best_config() = trial.config();
-      UpdateBestTokensLocked(job);
-      PushEventLocked(job, v1::JobEvent::NEW_BEST, trial.task_index(), &m);
-    }
+    ApplyRemeasureLocked(job, trial, batch);
     return;
   }
   bool ok = m.status() == v1::OK;
@@ -371,16 +422,73 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   }
 }
 
+void Coordinator::ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBatch& batch) {
+  v1::TaskResult* task = job.job.mutable_tasks(again.task_index());
+  v1::Measurement& m = *again.mutable_measurement();
+  const v1::Trial* first = RemeasuredTrial(job, again);
+  if (m.status() != v1::OK) {
+    // A kernel that verified (or ran) only once is no best, and its record says so: the store
+    // must not answer it as sound to a later job.
+    batch.records.push_back(RecordOf(job, again, m, clock_->NowMs()));
+    PushEventLocked(job, v1::JobEvent::PROGRESS, again.task_index());
+    return;
+  }
+  const bool beats = !task->has_best() || m.median_us() < task->best().median_us();
+  bool demoted = false;
+  if (first && first->measurement().raced_ahead()) {
+    // Timed briefly: its claim was only "surely faster than the best it raced"; the full timing
+    // is its figure, and it confirms by still beating the best.
+    demoted = !beats;
+    if (demoted)
+      m.set_message(absl::StrFormat(
+          "demoted: re-measured %.1f us in full, not faster than the best %.1f us it raced ahead "
+          "of (%.1f us timed briefly)",
+          m.median_us(), task->best().median_us(), first->measurement().median_us()));
+  } else if (first && m.median_us() > kConfirmRatio * first->measurement().median_us()) {
+    const double before = first->measurement().median_us();
+    demoted = true;
+    m.set_message(absl::StrFormat("demoted: re-measured %.1f us vs %.1f us first (+%.1f%%)",
+                                  m.median_us(), before, 100 * (m.median_us() / before - 1)));
+  }
+  m.set_demoted(demoted);
+  for (auto it = batch.trials.rbegin(); it != batch.trials.rend(); ++it)
+    if (it->id() == again.id()) {  // queued by ApplyResultLocked before the verdict
+      *it = again;
+      break;
+    }
+  // The record keeps the figure that stands: the first, unless it was timed briefly or did not
+  // confirm.
+  if (demoted || (first && first->measurement().raced_ahead()))
+    batch.records.push_back(RecordOf(job, again, m, clock_->NowMs()));
+  // A demoted configuration is not made the best: the task keeps its best confirmed one. Only a
+  // task with none confirmed takes the re-measured (slower, honest) figure, marked demoted, so
+  // that a noisy host does not leave a task without any best; final rounds, when they run, time
+  // it again in turns with the others.
+  if (beats && (!demoted || !task->has_best() || task->best().demoted())) {
+    *task->mutable_best() = m;
+    *task->mutable_best_config() = again.config();
+    UpdateBestTokensLocked(job);
+    PushEventLocked(job, v1::JobEvent::NEW_BEST, again.task_index(), &m);
+  } else {
+    PushEventLocked(job, v1::JobEvent::PROGRESS, again.task_index());
+  }
+}
+
 v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
-  if (options_.final_rounds <= 0 || options_.finalists < 2 || IsModelJob(job.job.spec()))
-    return nullptr;
+  if (options_.final_rounds <= 0 || options_.finalists < 2) return nullptr;
+  // A model job's tasks share one budget: they are due for final rounds once it is spent.
+  const bool model = IsModelJob(job.job.spec());
+  const bool model_spent = model && PickModelTask(job) < 0;
   v1::Trial* first = nullptr;
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     TaskState& state = job.tasks[i];
-    if (state.finals_started || !state.baseline_created || !job.BudgetSpent(i)) continue;
+    if (state.finals_started || !state.baseline_created ||
+        !(model ? model_spent : job.BudgetSpent(i)))
+      continue;
     bool answered = true;
     for (const auto& [id, t] : job.trials)
-      answered = answered && (t.task_index() != static_cast<int>(i) || t.state() == v1::DONE);
+      answered = answered && (t.task_index() != static_cast<int>(i) || t.kind() == v1::STEP ||
+                              t.state() == v1::DONE);
     if (!answered) continue;
     state.finals_started = true;
     const std::vector<v1::Config> finalists = Contenders(job, i, options_.finalists);

@@ -126,7 +126,17 @@ void ApplyStepResult(JobEntry& job, const v1::Measurement& m) {
   const double estimated = tps->estimated();
   if (m.has_step()) *tps = m.step();
   tps->set_estimated(estimated);
-  if (m.status() != v1::OK) tps->set_note("step not measured: " + m.message());
+  if (m.status() == v1::WRONG_RESULT) {
+    // Refused (its logits are not LibTorch's): Kiln's figures are of a wrong step and are not
+    // published; LibTorch's, the bound and the max_error stay to show why.
+    tps->clear_measured();
+    tps->clear_step_us();
+    tps->clear_samples_us();
+    tps->clear_bound_fraction();
+    tps->set_note("refused: " + m.message());
+  } else if (m.status() != v1::OK) {
+    tps->set_note("step not measured: " + m.message());
+  }
 }
 
 }  // namespace kiln::server

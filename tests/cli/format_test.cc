@@ -266,6 +266,74 @@ TEST(ResultsTest, FinalRoundsAreShownWithTheirScores) {
             0);
 }
 
+// Refused trials say why: each status's count and the latest few messages, one line each, in the
+// table; the latest 20 with config, kind, status and message (cut) in the JSON, and how many more.
+// The composed step's refusal is the job's, not a task's.
+TEST(ResultsTest, RefusedTrialsSayWhy) {
+  v1::GetResultsResponse r = SampleResults();
+  auto add = [&](v1::TrialKind kind, v1::MeasurementStatus status, int64_t mr,
+                 const std::string& message) {
+    v1::Trial* t = r.add_trials();
+    t->set_kind(kind);
+    t->set_task_index(0);
+    t->set_state(v1::DONE);
+    (*t->mutable_config()->mutable_knobs())["MR"] = mr;
+    t->mutable_measurement()->set_status(status);
+    t->mutable_measurement()->set_message(message);
+    return t;
+  };
+  add(v1::TUNE, v1::OK, 8, "");
+  for (int i = 0; i < 20; ++i)
+    add(v1::TUNE, v1::COMPILE_ERROR, i,
+        "error: 'vfmadd' was not declared\n" + std::string(900, 'x'));
+  add(v1::TUNE, v1::SUSPECT, 21, "median 1 us is faster than physically possible");
+  add(v1::REMEASURE, v1::OK, 22, "demoted: re-measured 812.5 us vs 760.1 us first (+6.9%)")
+      ->mutable_measurement()
+      ->set_demoted(true);
+  add(v1::REMEASURE, v1::OK, 23, "");  // confirmed: not refused
+  add(v1::FINAL, v1::WRONG_RESULT, 24, "wrong result: out[3] = nan, want 0.5");
+  add(v1::STEP, v1::WRONG_RESULT, 0, "step refused: max_error 0.2 > tolerance 0.001");
+
+  const std::string table = FormatResultsTable(r);
+  EXPECT_THAT(table,
+              HasSubstr("refused (gemm m=8 n=4096 k=4096 fp32): 23 trials (COMPILE_ERROR 20, "
+                        "DEMOTED 1, SUSPECT 1, WRONG_RESULT 1); the latest 3:\n"
+                        "  SUSPECT MR=21: median 1 us is faster than physically possible\n"
+                        "  DEMOTED (REMEASURE) MR=22: demoted: re-measured 812.5 us vs 760.1 us "
+                        "first (+6.9%)\n"
+                        "  WRONG_RESULT (FINAL) MR=24: wrong result: out[3] = nan, want 0.5\n"));
+  EXPECT_THAT(table, Not(HasSubstr("max_error 0.2")));
+  EXPECT_THAT(table, Not(HasSubstr("xxxx")));  // one line per refusal
+
+  Struct root = ParseJson(ResultsJson(r));
+  const auto& tasks = Field(root, "tasks").list_value();
+  const Struct& task = tasks.values(0).struct_value();
+  const auto& failed = Field(task, "failed_trials").list_value();
+  ASSERT_EQ(failed.values_size(), 20);
+  EXPECT_EQ(Field(task, "failed_trials_omitted").number_value(), 3);
+  const Struct& by_status = Field(task, "failed_trials_by_status").struct_value();
+  EXPECT_EQ(Field(by_status, "COMPILE_ERROR").number_value(), 20);
+  EXPECT_EQ(Field(by_status, "DEMOTED").number_value(), 1);
+  EXPECT_EQ(by_status.fields().count("OK"), 0u);
+  const Struct& compile = failed.values(0).struct_value();  // the 4th of 20 compile errors
+  EXPECT_EQ(Field(Field(compile, "config").struct_value(), "MR").number_value(), 3);
+  EXPECT_EQ(Field(compile, "kind").string_value(), "TUNE");
+  EXPECT_EQ(Field(compile, "status").string_value(), "COMPILE_ERROR");
+  const std::string message = Field(compile, "message").string_value();
+  EXPECT_EQ(message.size(), 500u);
+  EXPECT_THAT(message, HasSubstr("error: 'vfmadd' was not declared\nxxx"));
+  EXPECT_EQ(message.substr(497), "...");
+  const Struct& last = failed.values(19).struct_value();
+  EXPECT_EQ(Field(last, "kind").string_value(), "FINAL");
+  EXPECT_EQ(Field(last, "status").string_value(), "WRONG_RESULT");
+  EXPECT_EQ(Field(last, "message").string_value(), "wrong result: out[3] = nan, want 0.5");
+  // The task without trials refuses none; the existing fields are all still there.
+  const Struct& none = tasks.values(1).struct_value();
+  EXPECT_EQ(Field(none, "failed_trials").list_value().values_size(), 0);
+  EXPECT_EQ(Field(none, "failed_trials_omitted").number_value(), 0);
+  EXPECT_THAT(FormatResultsTable(SampleResults()), Not(HasSubstr("refused")));
+}
+
 v1::Job SampleJob() { return SampleResults().job(); }
 
 TEST(FormatTest, JobsTable) {

@@ -124,6 +124,8 @@ TEST_F(CpuDeviceTest, BaselineTimesEveryRouteAndKeepsTheFastest) {
   };
   v1::Workload bf16 = Gemm("M=4,N=256,K=512");
   bf16.set_dtype(v1::BF16);
+  v1::Workload residual = Gemm("M=1,N=256,K=512");
+  residual.set_epilogue("residual");
   const std::string torch = torch_baseline::Name();
   for (const Case& c :
        {Case{Gemm("M=1,N=256,K=512"),
@@ -132,6 +134,7 @@ TEST_F(CpuDeviceTest, BaselineTimesEveryRouteAndKeepsTheFastest) {
         Case{Gemm("M=16,N=256,K=512"),
              {"openblas-sgemm", "openblas-sgemm-nk", "blis-sgemm", "onednn-packed"}},
         Case{bf16, {"onednn-bf16-packed", torch + "-linear"}},
+        Case{residual, {torch, torch + "-linear"}},
         Case{*codegen::ParseWorkload("softmax", "T=4,N=1000"), {torch}}}) {
     v1::Measurement m = device_->MeasureBaseline(c.w, Quick());
     ASSERT_EQ(m.status(), v1::OK) << codegen::WorkloadKey(c.w) << ": " << m.message();

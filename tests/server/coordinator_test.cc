@@ -394,6 +394,242 @@ TEST_F(CoordinatorTest, AJobWhoseFinalistsAllFailFails) {
   EXPECT_EQ(job.tasks(0).finalists_size(), 3);
 }
 
+// Two-sided re-measurement: a new best whose re-measurement is more than 3% slower than its first
+// figure was luckier than it is. It is demoted: its record takes the re-measured figure, and the
+// task keeps its best confirmed configuration even where the demoted figure is faster. A task
+// with no confirmed best takes the demoted figure (the slower one) meanwhile; a re-measurement
+// that comes out faster confirms.
+TEST_F(CoordinatorTest, ARemeasureThatDoesNotConfirmIsDemoted) {
+  auto id = *core_->SubmitJob(GemmSpec(8, 4));
+  std::string w = RegisterWorker();
+  std::vector<std::string> seen;  // config keys in the order they were first tuned: A, B, C, D
+  auto letter = [&](const v1::Trial& t) {
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto it = std::find(seen.begin(), seen.end(), key);
+    if (it != seen.end()) return static_cast<int>(it - seen.begin());
+    seen.push_back(key);
+    return static_cast<int>(seen.size()) - 1;
+  };
+  std::vector<double> bests;  // the task's best after each report
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    const v1::Trial& t = ts[0];
+    if (t.kind() == v1::BASELINE) {
+      Report(w, t, Ok(500));
+      continue;
+    }
+    const int x = letter(t);
+    // A: 200 then 220 (+10%); B: 150 then 170 (+13%); C: 160 then 158; D: 120 then 130 (+8%).
+    const std::vector<double> first = {200, 150, 160, 120}, again = {220, 170, 158, 130};
+    Report(w, t, Ok((t.kind() == v1::REMEASURE ? again : first).at(x)));
+    const v1::TaskResult task = core_->GetJob(id)->tasks(0);
+    if (t.kind() == v1::REMEASURE) bests.push_back(task.has_best() ? task.best().median_us() : 0);
+  }
+  ASSERT_EQ(seen.size(), 4u);
+  // A (no best yet) stands in with its slower figure; B, demoted as well, replaces it with a
+  // faster one; C confirms; D is demoted and C stays the best although D's 130 is faster.
+  EXPECT_EQ(bests, (std::vector<double>{220, 170, 158, 158}));
+  auto r = *core_->GetResults(id);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  const v1::TaskResult& task = r.job().tasks(0);
+  EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.best_config())), seen[2]);
+  EXPECT_FALSE(task.best().demoted());
+  std::vector<std::string> messages;
+  for (const auto& t : r.trials())
+    if (t.kind() == v1::REMEASURE) {
+      EXPECT_EQ(t.measurement().demoted(), letter(t) != 2) << letter(t);
+      messages.push_back(t.measurement().message());
+    }
+  EXPECT_EQ(messages, (std::vector<std::string>{
+                          "demoted: re-measured 220.0 us vs 200.0 us first (+10.0%)",
+                          "demoted: re-measured 170.0 us vs 150.0 us first (+13.3%)", "",
+                          "demoted: re-measured 130.0 us vs 120.0 us first (+8.3%)"}));
+  // The demoted configurations' records carry their re-measured figures, not the lucky ones.
+  std::map<std::string, double> record_us;
+  const auto records = *store_->TopRecords(task.workload_key(), r.job().chip_type(), 10);
+  for (const auto& rec : records) {
+    record_us[rec.config_key()] = rec.measurement().median_us();
+    EXPECT_EQ(rec.measurement().demoted(), rec.config_key() != seen[2]) << rec.config_key();
+  }
+  EXPECT_EQ(record_us, (std::map<std::string, double>{
+                           {seen[0], 220}, {seen[1], 170}, {seen[2], 160}, {seen[3], 130}}));
+}
+
+// A tuning trial that raced ahead (timed briefly: surely faster than the best) is timed in full
+// by its re-measurement, which is its figure: it confirms by still beating the best, however far
+// from the brief figure, and its record takes the full figure. A failed re-measurement makes no
+// best and its record the failure.
+TEST_F(CoordinatorTest, ARacedAheadBestConfirmsByBeatingTheBest) {
+  auto id = *core_->SubmitJob(GemmSpec(8, 3));
+  std::string w = RegisterWorker();
+  std::vector<std::string> seen;
+  auto letter = [&](const v1::Trial& t) {
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto it = std::find(seen.begin(), seen.end(), key);
+    if (it != seen.end()) return static_cast<int>(it - seen.begin());
+    seen.push_back(key);
+    return static_cast<int>(seen.size()) - 1;
+  };
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    const v1::Trial& t = ts[0];
+    if (t.kind() == v1::BASELINE) {
+      Report(w, t, Ok(500));
+      continue;
+    }
+    const int x = letter(t);
+    // A: 100 briefly, 120 in full; B: 90 briefly, 125 in full; C: 80, then a wrong result.
+    v1::Measurement m = Ok(std::vector<double>{100, 90, 80}.at(x));
+    m.set_raced_ahead(x < 2);
+    if (t.kind() == v1::REMEASURE) {
+      m = Ok(std::vector<double>{120, 125, 80}.at(x));
+      if (x == 2) {
+        m.set_status(v1::WRONG_RESULT);
+        m.set_message("wrong result: out[3] = nan");
+      }
+    }
+    Report(w, t, m);
+  }
+  auto r = *core_->GetResults(id);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  ASSERT_EQ(seen.size(), 3u);
+  const v1::TaskResult& task = r.job().tasks(0);
+  EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(task.best_config())), seen[0]);
+  EXPECT_DOUBLE_EQ(task.best().median_us(), 120);
+  EXPECT_FALSE(task.best().demoted());
+  int remeasures = 0;
+  for (const auto& t : r.trials()) {
+    if (t.kind() != v1::REMEASURE) continue;
+    ++remeasures;
+    if (letter(t) == 1) {
+      EXPECT_TRUE(t.measurement().demoted());
+      EXPECT_EQ(t.measurement().message(),
+                "demoted: re-measured 125.0 us in full, not faster than the best 120.0 us it "
+                "raced ahead of (90.0 us timed briefly)");
+    }
+  }
+  EXPECT_EQ(remeasures, 3);
+  std::map<std::string, double> record_us;
+  const auto records = *store_->TopRecords(task.workload_key(), r.job().chip_type(), 10);
+  for (const auto& rec : records) record_us[rec.config_key()] = rec.measurement().median_us();
+  // C's record is its failed re-measurement, which TopRecords (OK only) leaves out.
+  EXPECT_EQ(record_us, (std::map<std::string, double>{{seen[0], 120}, {seen[1], 125}}));
+  auto c = *store_->FindRecord(task.workload_key(), r.job().chip_type(), seen[2]);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->measurement().status(), v1::WRONG_RESULT);
+}
+
+// Model jobs' operator tasks get final rounds too, once the shared budget is spent and before the
+// composed step, which runs each task's final winner.
+TEST_F(CoordinatorTest, ModelJobTasksGetFinalRoundsBeforeTheStep) {
+  options_.final_rounds = 2;
+  options_.finalists = 3;
+  Restart();
+  v1::JobSpec spec;
+  spec.set_model("mamba-130m");
+  spec.set_chip("cpu");
+  spec.set_budget_trials(30);
+  spec.set_context(16);
+  auto id = core_->SubmitJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::string w = RegisterWorker();
+  std::map<int, std::vector<std::string>> seen;  // per task, config keys in first-tuned order
+  auto order = [&](const v1::Trial& t) {
+    auto& keys = seen[t.task_index()];
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (it != keys.end()) return static_cast<int>(it - keys.begin());
+    keys.push_back(key);
+    return static_cast<int>(keys.size()) - 1;
+  };
+  v1::Trial step;
+  int64_t last_final_seq = 0;
+  for (int guard = 0; guard < 1000; ++guard) {
+    auto ts = Lease(w);
+    if (ts.empty()) break;
+    const v1::Trial& t = ts[0];
+    if (t.kind() == v1::STEP) {
+      step = t;
+      v1::Measurement m = Ok(1000);
+      m.mutable_step()->set_measured(50);
+      Report(w, t, m);
+    } else if (t.kind() == v1::BASELINE) {
+      Report(w, t, Ok(1000));
+    } else if (t.kind() == v1::FINAL) {  // timed in turns, the order reverses
+      last_final_seq = std::max(last_final_seq, t.seq());
+      Report(w, t, Ok(200 - 5 * order(t)));
+    } else {  // the first tuned configuration of each task is the fastest once
+      Report(w, t, Ok(100 + 5 * order(t)));
+    }
+  }
+  auto r = *core_->GetResults(*id);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  ASSERT_EQ(step.kind(), v1::STEP);
+  EXPECT_GT(last_final_seq, 0);
+  EXPECT_LT(last_final_seq, step.seq());  // every final round before the step
+  int with_finals = 0;
+  for (int i = 0; i < r.job().tasks_size(); ++i) {
+    const v1::TaskResult& task = r.job().tasks(i);
+    const std::string best = codegen::ConfigKey(codegen::FromProto(task.best_config()));
+    EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(step.step().kernels(i).config())), best) << i;
+    if (task.finalists_size() < 2) continue;
+    ++with_finals;
+    EXPECT_EQ(task.final_trials_done(), 2 * task.finalists_size()) << i;
+    // The winner of the rounds, not the configuration that was fastest once.
+    EXPECT_EQ(best, codegen::ConfigKey(codegen::FromProto(task.finalists(0).config()))) << i;
+    EXPECT_NE(best, seen[i].at(0)) << i;
+  }
+  EXPECT_GE(with_finals, 1);
+  EXPECT_DOUBLE_EQ(r.job().tokens_per_second().measured(), 50);
+}
+
+// The composed step's logits are checked against LibTorch's where the coordinator accepts the
+// STEP result: beyond the composed tolerance (fp32: 1e-3 of the largest logit) the step is
+// refused, its tokens/s is not published, and the job fails saying why.
+TEST_F(CoordinatorTest, AStepOutsideTheComposedToleranceIsRefused) {
+  std::string w = RegisterWorker();
+  for (double max_error : {5e-4, 0.2}) {
+    v1::JobSpec spec;
+    spec.set_model("mamba-130m");
+    spec.set_chip("cpu");
+    spec.set_budget_trials(9);
+    spec.set_context(16);
+    auto id = core_->SubmitJob(spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+      v1::Measurement m = Ok(100);
+      if (ts[0].kind() == v1::STEP) {
+        m.mutable_step()->set_measured(123);
+        m.mutable_step()->set_baseline_measured(45);
+        m.mutable_step()->set_max_error(max_error);
+      }
+      Report(w, ts[0], m);
+    }
+    auto r = *core_->GetResults(*id);
+    const v1::Trial* step = nullptr;
+    for (const auto& t : r.trials())
+      if (t.kind() == v1::STEP) step = &t;
+    ASSERT_NE(step, nullptr) << max_error << " " << v1::JobState_Name(r.job().state()) << " "
+                             << r.job().message();
+    const v1::StepResult& tps = r.job().tokens_per_second();
+    EXPECT_DOUBLE_EQ(tps.baseline_measured(), 45);
+    EXPECT_DOUBLE_EQ(tps.max_error(), max_error);
+    if (max_error < 1e-3) {
+      EXPECT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+      EXPECT_EQ(step->measurement().status(), v1::OK);
+      EXPECT_DOUBLE_EQ(tps.measured(), 123);
+      continue;
+    }
+    EXPECT_EQ(r.job().state(), v1::FAILED);
+    EXPECT_NE(r.job().message().find("max_error 0.2 > tolerance 0.001"), std::string::npos)
+        << r.job().message();
+    EXPECT_EQ(step->measurement().status(), v1::WRONG_RESULT);
+    EXPECT_NE(step->measurement().message().find("max_error 0.2 > tolerance 0.001 (fp32"),
+              std::string::npos)
+        << step->measurement().message();
+    EXPECT_EQ(tps.measured(), 0);  // not published
+    EXPECT_NE(tps.note().find("max_error 0.2"), std::string::npos) << tps.note();
+  }
+}
+
 TEST_F(CoordinatorTest, CancelStopsTheJob) {
   auto id = *core_->SubmitJob(GemmSpec(8, 6));
   EXPECT_EQ(*core_->CancelJob(id), v1::CANCELLED);

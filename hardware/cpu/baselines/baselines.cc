@@ -1,6 +1,7 @@
 #include "hardware/cpu/baselines/baselines.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +75,43 @@ std::vector<Route> GemmRoutes(const v1::Workload& w, const std::vector<int>& cou
   return routes;
 }
 
+// A GEMM as a PyTorch model runs it (torch_baseline::RunLinear: weights in nn.Linear's [N,K],
+// transposed once at load time), its intra-op pool at each thread count with OpenBLAS at one,
+// and one intra-op thread with OpenBLAS's pool at all cores.
+void AddTorchLinear(std::vector<Route>& routes, const v1::Workload& w,
+                    const std::vector<int>& counts) {
+  const bool bf16 = w.dtype() == v1::BF16;
+  auto prepare = [w, bf16](int torch_threads, int blas_threads) -> absl::StatusOr<RouteCall> {
+    torch_baseline::SetPools(torch_threads, blas_threads);
+    RouteCall c;
+    c.failed = std::make_shared<absl::Status>();
+    c.op = [w, failed = c.failed](const long long* d, void* const* a, const float*) {
+      if (failed->ok()) *failed = torch_baseline::RunLinear(w, d, a);
+    };
+    OpPrepack layout;
+    const long long elem = bf16 ? 2 : 4;
+    layout.bytes = [elem](const long long* d) { return d[1] * d[2] * elem; };
+    layout.pack = [elem](const long long* d, const void* src, void* dst) {
+      const long long N = d[1], K = d[2];
+      auto* in = static_cast<const char*>(src);
+      auto* out = static_cast<char*>(dst);
+      for (long long k = 0; k < K; ++k)
+        for (long long n = 0; n < N; ++n)
+          std::memcpy(out + (n * K + k) * elem, in + (k * N + n) * elem, elem);
+    };
+    c.op_pack = layout;
+    return c;
+  };
+  const std::string name = absl::StrCat(torch_baseline::Name(), "-linear");
+  routes.push_back(
+      {name, bf16 ? "bf16" : "fp32", counts, [prepare](int t) { return prepare(t, 1); }});
+  if (counts.size() > 1)
+    routes.push_back(
+        {name + "+openblas-threads", bf16 ? "bf16" : "fp32", {counts.back()}, [prepare](int t) {
+           return prepare(1, t);
+         }});
+}
+
 std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>& counts) {
   const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
   std::vector<Route> routes;
@@ -94,27 +132,7 @@ std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>&
          c.state = p;
          return c;
        }});
-  routes.push_back({absl::StrCat(torch_baseline::Name(), "-linear"), "bf16", counts,
-                    [w](int t) -> absl::StatusOr<RouteCall> {
-                      torch_baseline::SetPools(t, 1);
-                      RouteCall c;
-                      c.failed = std::make_shared<absl::Status>();
-                      c.op = [w, failed = c.failed](const long long* d, void* const* a,
-                                                    const float*) {
-                        if (failed->ok()) *failed = torch_baseline::RunLinear(w, d, a);
-                      };
-                      OpPrepack layout;  // nn.Linear's [N,K], transposed once at load time
-                      layout.bytes = [](const long long* d) { return d[1] * d[2] * 2; };
-                      layout.pack = [](const long long* d, const void* src, void* dst) {
-                        const long long N = d[1], K = d[2];
-                        auto* in = static_cast<const uint16_t*>(src);
-                        auto* out = static_cast<uint16_t*>(dst);
-                        for (long long k = 0; k < K; ++k)
-                          for (long long n = 0; n < N; ++n) out[n * K + k] = in[k * N + n];
-                      };
-                      c.op_pack = layout;
-                      return c;
-                    }});
+  AddTorchLinear(routes, w, counts);
   return routes;
 }
 
@@ -139,6 +157,7 @@ std::vector<Route> TorchRoutes(const v1::Workload& w, const std::vector<int>& co
                       dtype,
                       {counts.back()},
                       [prepare](int t) { return prepare(1, t); }});
+  if (w.op() == v1::GEMM) AddTorchLinear(routes, w, counts);  // with an epilogue
   return routes;
 }
 
