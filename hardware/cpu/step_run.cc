@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "hardware/cpu/baselines/vendor_gemm.h"
 #include "hardware/cpu/op_cases.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
@@ -114,6 +115,7 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
     return s;
   };
   if (!kiln) {
+    if (op.workload.op() == v1::GEMM && onednn_linear_) return done(OnednnGemm(op, args));
     if (op.workload.op() == v1::GEMM && linear_.count(args[1])) {
       args[1] = linear_.at(args[1]);
       return done(torch_baseline::RunLinear(op.workload, dims.data(), args.data()));
@@ -134,6 +136,35 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
             static_cast<float*>(args[4]));
   }
   return done(absl::OkStatus());
+}
+
+absl::Status StepState::OnednnGemm(const codegen::StepOp& op, const std::vector<void*>& args) {
+  const auto& d = op.workload.dims();
+  const int M = d.at("M"), N = d.at("N"), K = d.at("K");
+  auto it = onednn_.find(args[1]);
+  if (it == onednn_.end()) {
+    ASSIGN_OR_RETURN(auto mm, cpu_baselines::OnednnMatmul::Create(M, N, K, bf16_));
+    OnednnLinear l;
+    l.packed = Floats((mm->PackedBytes() + 3) / 4);
+    mm->Pack(args[1], l.packed);
+    l.matmul = std::shared_ptr<cpu_baselines::OnednnMatmul>(std::move(mm));
+    it = onednn_.emplace(args[1], l).first;
+  }
+  float* C = static_cast<float*>(args[4]);
+  static_cast<cpu_baselines::OnednnMatmul*>(it->second.matmul.get())
+      ->Run(static_cast<const float*>(args[0]), it->second.packed, C);
+  const std::string& e = op.workload.epilogue();  // the epilogues' order of torch_ops' Epilogue
+  const float* bias = static_cast<const float*>(args[2]);
+  const float* R = static_cast<const float*>(args[3]);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float& c = C[m * N + n];
+      if (e == "bias") c += bias[n];
+      if (e == "silu") c = c / (1 + std::exp(-c));
+      if (e == "gelu") c = 0.5f * c * (1 + std::tanh(0.7978845608f * (c + 0.044715f * c * c * c)));
+      if (e == "residual") c += R[m * N + n];
+    }
+  return absl::OkStatus();
 }
 
 absl::Status StepState::RunLayer(int li, bool kiln) {

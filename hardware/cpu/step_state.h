@@ -47,6 +47,9 @@ class StepState {
   // Per operator role: accumulated microseconds and calls since the last reset (for profiling).
   std::map<std::string, std::pair<double, int>>& profile() { return profile_; }
   void set_profiling(bool on) { profiling_ = on; }
+  // The LibTorch step's projections through oneDNN matmul on weights packed ahead of time into
+  // oneDNN's layout (what ipex.optimize does for a PyTorch model) instead of F.linear.
+  void set_onednn_linear(bool on) { onednn_linear_ = on; }
   int tokens() const { return graph_.tokens; }
   const codegen::StepGraph& graph() const { return graph_; }
 
@@ -79,6 +82,14 @@ class StepState {
   std::map<const void*, float*> packed_;              // weight -> kernel's packed copy
   // weight -> the LibTorch step's copy in nn.Linear's [N,K] layout (as a PyTorch model holds it)
   std::map<const void*, void*> linear_;
+  // weight -> its oneDNN matmul and packed copy, made on first use (a warm-up step)
+  struct OnednnLinear {
+    std::shared_ptr<void> matmul;  // cpu_baselines::OnednnMatmul
+    void* packed = nullptr;
+  };
+  std::map<const void*, OnednnLinear> onednn_;
+  bool onednn_linear_ = false;
+  absl::Status OnednnGemm(const codegen::StepOp& op, const std::vector<void*>& args);
   void* head_ = nullptr;
   float* norm_f_ = nullptr;
   std::vector<int32_t> pos_, tokens_;

@@ -158,6 +158,22 @@ std::vector<Route> TorchRoutes(const v1::Workload& w, const std::vector<int>& co
                       {counts.back()},
                       [prepare](int t) { return prepare(1, t); }});
   if (w.op() == v1::GEMM) AddTorchLinear(routes, w, counts);  // with an epilogue
+  if (w.op() == v1::SOFTMAX && Fp32(w)) {
+    const int rows = w.dims().at("T"), cols = w.dims().at("N");
+    routes.push_back(
+        {"onednn-softmax", "fp32", counts, [rows, cols](int t) -> absl::StatusOr<RouteCall> {
+           SetOpenMpThreads(t);
+           auto sm = OnednnSoftmax::Create(rows, cols);
+           if (!sm.ok()) return sm.status();
+           std::shared_ptr<OnednnSoftmax> p = std::move(*sm);
+           RouteCall c;
+           c.op = [p](const long long*, void* const* a, const float*) {
+             p->Run(static_cast<const float*>(a[0]), static_cast<float*>(a[1]));
+           };
+           c.state = p;
+           return c;
+         }});
+  }
   return routes;
 }
 

@@ -144,7 +144,39 @@ class OnednnMatmulImpl final : public OnednnMatmul {
   std::vector<uint16_t> a16_;
 };
 
+class OnednnSoftmaxImpl final : public OnednnSoftmax {
+ public:
+  OnednnSoftmaxImpl(int rows, int cols) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    memory::desc md({rows, cols}, Dt::f32, Tag::ab);
+    dnnl::softmax_forward::primitive_desc pd(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), engine_);
+    prim_ = dnnl::softmax_forward(pd);
+    src_ = memory(md, engine_, DNNL_MEMORY_NONE);
+    dst_ = memory(md, engine_, DNNL_MEMORY_NONE);
+  }
+  void Run(const float* in, float* out) override {
+    src_.set_data_handle(const_cast<float*>(in));
+    dst_.set_data_handle(out);
+    prim_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
+    stream_.wait();
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::softmax_forward prim_;
+  memory src_, dst_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<OnednnSoftmax>> OnednnSoftmax::Create(int rows, int cols) {
+  try {
+    return std::unique_ptr<OnednnSoftmax>(new OnednnSoftmaxImpl(rows, cols));
+  } catch (const dnnl::error& e) {
+    return absl::UnavailableError(absl::StrCat("oneDNN softmax ", rows, "x", cols, ": ", e.what()));
+  }
+}
 
 absl::StatusOr<std::unique_ptr<OnednnMatmul>> OnednnMatmul::Create(int M, int N, int K, bool bf16) {
   try {

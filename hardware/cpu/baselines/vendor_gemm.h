@@ -1,6 +1,6 @@
-// The vendor GEMM calls a user could make instead of Kiln's kernel: OpenBLAS (sgemm, sgemv, in
-// either weight layout), BLIS (its small/skinny "sup" path) and oneDNN matmul with its weights
-// packed ahead of time, fp32 and bf16.
+// The vendor library calls a user could make instead of Kiln's kernel: OpenBLAS (sgemm, sgemv,
+// in either weight layout), BLIS (its small/skinny "sup" path), oneDNN matmul with its weights
+// packed ahead of time (fp32 and bf16) and oneDNN softmax.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,15 @@ class OnednnMatmul {
   virtual long PackedBytes() const = 0;
   virtual void Pack(const void* weights_kn, void* packed) = 0;
   virtual void Run(const float* A, const void* packed, float* C) = 0;
+};
+
+// oneDNN's softmax over the last axis of a [rows, cols] fp32 matrix (a vendor routine for
+// SOFTMAX; oneDNN has no RMS norm or attention primitive in this version).
+class OnednnSoftmax {
+ public:
+  static absl::StatusOr<std::unique_ptr<OnednnSoftmax>> Create(int rows, int cols);
+  virtual ~OnednnSoftmax() = default;
+  virtual void Run(const float* in, float* out) = 0;
 };
 
 }  // namespace kiln::hardware::cpu_baselines
