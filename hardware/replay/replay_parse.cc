@@ -10,12 +10,38 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/text.h"
 #include "hardware/replay/replay_set.h"
 
 namespace kiln::hardware {
 namespace {
 
 using nlohmann::json;
+
+// How deep brackets nest in `text`, outside strings. Parsing is iterative, but printing a
+// value (records are re-read through protobuf's JSON parser) recurses, so a deeply nested file
+// is refused before either.
+int NestingDepth(absl::string_view text, int stop_at) {
+  int depth = 0, most = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      most = std::max(most, ++depth);
+      if (most > stop_at) return most;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return most;
+}
 
 // Python's str() of a value, as Kernel Tuner writes it into cache keys.
 std::string PyStr(const json& v) {
@@ -78,15 +104,23 @@ absl::Status ParseKernelTuner(const json& doc, ReplaySet& set) {
     set.device = doc["device_name"].get<std::string>();
   if (doc.contains("problem_size")) {
     const json& p = doc["problem_size"];
-    for (const auto& v : p.is_array() ? p : json::array({p}))
-      if (v.is_number()) set.problem_size.push_back(v.get<int64_t>());
+    for (const auto& v : p.is_array() ? p : json::array({p})) {
+      // A float converted to int64 outside its range is undefined: integers only, in range.
+      if (!v.is_number()) continue;
+      if (!v.is_number_integer() || v.get<double>() < 0 || v.get<double>() > 1e15)
+        return absl::InvalidArgumentError(
+            absl::StrCat("problem_size: expected non-negative integers up to 1e15, got ",
+                         v.dump().substr(0, 40)));
+      set.problem_size.push_back(v.get<int64_t>());
+    }
   }
   std::vector<const json*> domains;
   for (const auto& key : keys) {
     if (!key.is_string()) return absl::InvalidArgumentError("tune_params_keys: names must be text");
     std::string name = key.get<std::string>();
     if (!params.contains(name))
-      return absl::InvalidArgumentError(absl::StrCat("tune_params has no domain for ", name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tune_params has no domain for ", ShortQuote(name)));
     auto knob = KnobFromDomain(name, params[name]);
     if (!knob.ok()) return knob.status();
     set.knobs.push_back(std::move(*knob));
@@ -94,7 +128,8 @@ absl::Status ParseKernelTuner(const json& doc, ReplaySet& set) {
   }
   for (const auto& [key, rec] : doc["cache"].items()) {
     if (!rec.is_object())
-      return absl::InvalidArgumentError(absl::StrCat("cache[\"", key, "\"]: expected an object"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cache[\"", ShortQuote(key), "\"]: expected an object"));
     ReplayEntry e;
     std::vector<std::string> parts = absl::StrSplit(key, ',');
     for (size_t k = 0; k < set.knobs.size(); ++k) {
@@ -107,17 +142,19 @@ absl::Status ParseKernelTuner(const json& doc, ReplaySet& set) {
           found = static_cast<int>(i);
       }
       if (found < 0)
-        return absl::InvalidArgumentError(absl::StrCat("cache[\"", key, "\"]: value of ",
-                                                       set.knobs[k].name, " is not in its domain"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cache[\"", ShortQuote(key), "\"]: value of ",
+                         ShortQuote(set.knobs[k].name), " is not in its domain"));
       e.index.push_back(found);
     }
     const char* field = rec.contains("time") ? "time" : nullptr;
     if (!field && doc.contains("objective") && doc["objective"].is_string() &&
         rec.contains(doc["objective"].get<std::string>()))
-      return absl::InvalidArgumentError(
-          absl::StrCat("cache[\"", key, "\"]: has no \"time\"; only time objectives are replayed"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cache[\"", ShortQuote(key), "\"]: has no \"time\"; only time objectives are replayed"));
     if (!field)
-      return absl::InvalidArgumentError(absl::StrCat("cache[\"", key, "\"]: has no \"time\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cache[\"", ShortQuote(key), "\"]: has no \"time\""));
     const json& t = rec[field];
     if (t.is_string()) {
       e.message = t.get<std::string>();
@@ -127,13 +164,14 @@ absl::Status ParseKernelTuner(const json& doc, ReplaySet& set) {
       e.median_us = t.get<double>() * 1000;
       if (rec.contains("times") && rec["times"].is_array())
         for (const auto& s : rec["times"])
-          if (s.is_number()) e.samples_us.push_back(s.get<double>() * 1000);
+          if (s.is_number() && std::isfinite(s.get<double>()) && s.get<double>() > 0)
+            e.samples_us.push_back(s.get<double>() * 1000);
     } else if (t.is_number() && t.get<double>() >= 1e19) {  // older files: 1e20 = failed
       e.message = "InvalidConfig";
       e.status = v1::UNSUPPORTED;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cache[\"", key, "\"].time: expected a positive number or a failure name"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cache[\"", ShortQuote(key), "\"].time: expected a positive number or a failure name"));
     }
     set.entries.push_back(std::move(e));
   }
@@ -171,8 +209,12 @@ absl::Status ParseRecords(const std::vector<v1::TuningRecord>& records, ReplaySe
     }
     const v1::Measurement& m = r.measurement();
     e.status = m.status();
-    if (m.status() == v1::OK && !(m.median_us() > 0))
-      return absl::InvalidArgumentError(absl::StrCat("record ", i, ": OK without a median"));
+    if (m.status() == v1::OK && !(m.median_us() > 0 && std::isfinite(m.median_us())))
+      return absl::InvalidArgumentError(
+          absl::StrCat("record ", i, ": OK without a finite positive median"));
+    for (double sample : m.samples_us())
+      if (!std::isfinite(sample))
+        return absl::InvalidArgumentError(absl::StrCat("record ", i, ": a sample is not finite"));
     e.median_us = m.median_us();
     e.samples_us.assign(m.samples_us().begin(), m.samples_us().end());
     e.message = m.message();
@@ -206,6 +248,9 @@ absl::StatusOr<std::shared_ptr<const ReplaySet>> ParseReplaySet(absl::string_vie
   set->name = name;
   absl::string_view body = absl::StripAsciiWhitespace(text);
   if (body.empty()) return absl::InvalidArgumentError("empty file");
+  if (NestingDepth(body, kMaxReplayJsonDepth) > kMaxReplayJsonDepth)
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON nested deeper than ", kMaxReplayJsonDepth, " levels"));
   std::vector<v1::TuningRecord> records;
   json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
@@ -219,7 +264,7 @@ absl::StatusOr<std::shared_ptr<const ReplaySet>> ParseReplaySet(absl::string_vie
         try {
           json unused = json::parse(body.begin(), body.end());
           (void)unused;
-        } catch (const json::parse_error& e) {
+        } catch (const json::exception& e) {  // out_of_range too: a number like 1e555
           return absl::InvalidArgumentError(
               absl::StrCat("not valid JSON (truncated or damaged?): ", e.what()));
         }

@@ -1,0 +1,1 @@
+0tinyllama-1.1bcpu  2policyúdecode€ˆ€

@@ -1,0 +1,1 @@
+0cpuòì{"model_type": "mixtral", "hidden_size": 1024, "intermediate_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 128}úprefill@˜
