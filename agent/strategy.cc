@@ -10,6 +10,7 @@
 #include "agent/policy/checkpoint.h"
 #include "agent/policy/policy_strategy.h"
 #include "agent/random/random_strategy.h"
+#include "common/text.h"
 
 namespace kiln::agent {
 namespace {
@@ -25,6 +26,10 @@ std::shared_ptr<AgentMetrics>& MetricsSlot() {
 
 std::mutex dir_mu;
 std::string& DirSlot() {
+  static auto* dir = new std::string();
+  return *dir;
+}
+std::string& CheckpointDirSlot() {
   static auto* dir = new std::string();
   return *dir;
 }
@@ -60,6 +65,20 @@ std::string ModelDirectory() {
   return DirSlot();
 }
 
+void SetCheckpointDirectory(std::string dir) {
+  std::lock_guard<std::mutex> lock(dir_mu);
+  CheckpointDirSlot() = std::move(dir);
+}
+
+std::string CheckpointDirectory() {
+  {
+    std::lock_guard<std::mutex> lock(dir_mu);
+    if (!CheckpointDirSlot().empty()) return CheckpointDirSlot();
+  }
+  const char* env = std::getenv("KILN_CHECKPOINT_DIR");
+  return env ? env : "";
+}
+
 std::vector<std::string> StrategyNames() { return {"random", "annealing", "evolution", "policy"}; }
 
 absl::Status CheckStrategyName(const std::string& name) {
@@ -69,15 +88,15 @@ absl::Status CheckStrategyName(const std::string& name) {
     if (n != base) continue;
     if (name.find(':') == std::string::npos) return absl::OkStatus();
     if (base != "policy")
-      return absl::InvalidArgumentError(
-          absl::StrCat("strategy: '", base, "' learns nothing, so it takes no checkpoint"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy: '", ShortQuote(base), "' learns nothing, so it takes no checkpoint"));
     auto path = ResolveCheckpoint(checkpoint);
     if (!path.ok())
       return absl::InvalidArgumentError(absl::StrCat("strategy: ", path.status().message()));
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("strategy: unknown strategy '", name, "'; known: default, ",
+      absl::StrCat("strategy: unknown strategy '", ShortQuote(name), "'; known: default, ",
                    absl::StrJoin(StrategyNames(), ", "), " (policy:CHECKPOINT to warm-start)"));
 }
 

@@ -46,8 +46,10 @@ class Strategy {
 };
 
 // Names accepted in JobSpec.strategy; "" and "default" mean kDefaultStrategy. A learning
-// strategy also accepts "NAME:CHECKPOINT" (a file, or a name in the model directory) to start
-// from a pre-trained model.
+// strategy also accepts "NAME:CHECKPOINT" to start from a pre-trained model: CHECKPOINT names a
+// file (CHECKPOINT or CHECKPOINT.pt) in the checkpoint directory, never a path, because jobs
+// come from the network and must not make the coordinator open (or reveal) its other files.
+// Trusted local tools that load a file by path set StrategyContext.init_checkpoint instead.
 std::vector<std::string> StrategyNames();
 // The default is the winner of the search benchmark (docs/benchmarks.md, "Search strategies").
 inline constexpr char kDefaultStrategy[] = "policy";
@@ -61,6 +63,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> NewStrategy(const std::string& name,
 // nothing is saved.
 void SetModelDirectory(std::string dir);
 std::string ModelDirectory();
+// Where "policy:NAME" finds NAME: what was set (the coordinator's --checkpoint-dir, default
+// DATA_DIR/checkpoints), else $KILN_CHECKPOINT_DIR; empty: no name resolves.
+void SetCheckpointDirectory(std::string dir);
+std::string CheckpointDirectory();
 
 // The index of the context's space: the given one, or built (enumerated when small enough).
 std::shared_ptr<const SpaceIndex> IndexFor(const StrategyContext& context);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -15,6 +16,16 @@
 #include "bench/search_eval.h"
 
 namespace {
+
+// This local tool may load a checkpoint by path ("policy:/tmp/ck.pt"): the strategy's name then
+// travels without it and the file goes in StrategyContext.init_checkpoint, since strategy names
+// themselves take only checkpoint names (agent/strategy.h). {name, ""} for anything else.
+std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strategy) {
+  const size_t colon = strategy.find(':');
+  if (colon == std::string::npos || strategy.find('/', colon) == std::string::npos)
+    return {strategy, ""};
+  return {strategy.substr(0, colon), strategy.substr(colon + 1)};
+}
 
 constexpr char kUsage[] =
     "usage: kiln-bench-search --space FILE... --strategy NAME... [--seeds N] [--budget B]\n"
@@ -35,7 +46,8 @@ constexpr char kUsage[] =
     "  per strategy gives the geometric means of both ratios over them. --json gives the same\n"
     "  per row (\"ratio\" is the median one; \"random_expected_trials_to_95\" is random's mean).\n"
     "  --strategy default means whatever jobs use by default; NAME:CHECKPOINT warm-starts a\n"
-    "  learning strategy. --verbose lists every run's trials to 95% on stderr.\n"
+    "  learning strategy (a path here, or a name in $KILN_CHECKPOINT_DIR). --verbose lists every "
+    "run's trials to 95% on stderr.\n"
     "  Defaults: --seeds 20 --budget 1000 --jobs <cores>.\n";
 
 struct Options {
@@ -103,9 +115,13 @@ int main(int argc, char** argv) {
   }
   if (o.spaces.empty()) return Fail("--space needs at least one file");
   if (o.strategies.empty()) return Fail("--strategy needs at least one name");
-  for (const auto& s : o.strategies)
-    if (auto st = kiln::agent::CheckStrategyName(s); !st.ok())
+  for (const auto& s : o.strategies) {
+    const auto [name, path] = SplitCheckpointPath(s);
+    if (auto st = kiln::agent::CheckStrategyName(name); !st.ok())
       return Fail(std::string(st.message()));
+    if (!path.empty() && name != "policy") return Fail(name + " takes no checkpoint");
+    if (!path.empty() && !std::ifstream(path)) return Fail("checkpoint " + path + ": cannot read");
+  }
   if (o.jobs == 0) o.jobs = std::max(1u, std::thread::hardware_concurrency());
 
   std::vector<kiln::bench::Space> spaces;
@@ -128,7 +144,8 @@ int main(int argc, char** argv) {
       const auto& space = spaces[i / per_space];
       const std::string& strategy = o.strategies[(i % per_space) / o.seeds];
       uint64_t seed = 1 + i % o.seeds;
-      auto t = kiln::bench::RunOnce(space, strategy, seed, o.budget, keep_going);
+      const auto [name, checkpoint] = SplitCheckpointPath(strategy);
+      auto t = kiln::bench::RunOnce(space, name, seed, o.budget, keep_going, checkpoint);
       if (t.ok())
         traces[i] = std::move(*t);
       else

@@ -42,8 +42,8 @@ int64_t SteadyMs() {
 
 }  // namespace
 
-Client::Client(std::string address, int deadline_seconds)
-    : address_(std::move(address)), deadline_seconds_(deadline_seconds) {
+Client::Client(std::string address, int deadline_seconds, ClientAuth auth)
+    : address_(std::move(address)), deadline_seconds_(deadline_seconds), auth_(std::move(auth)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);  // results carry every trial's samples
   // Reconnect quickly after a coordinator restart instead of gRPC's default backoff (up to 2 min).
@@ -51,11 +51,12 @@ Client::Client(std::string address, int deadline_seconds)
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   stub_ = v1::TuningService::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+      grpc::CreateCustomChannel(address_, auth_.ChannelCredentials(), args));
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_seconds_));
+  auth_.Apply(context);
 }
 
 template <typename Request, typename Response>
@@ -133,6 +134,7 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id, const WatchCall
   int backoff_ms = cb.initial_backoff_ms;
   while (true) {
     grpc::ClientContext context;  // no deadline: a job may run for hours
+    auth_.Apply(&context);
     auto reader = stub_->WatchJob(&context, request);
     v1::JobEvent event;
     bool got_event = false;
@@ -184,6 +186,9 @@ std::string DescribeError(const absl::Status& status, const std::string& address
   if (status.code() == absl::StatusCode::kUnavailable)
     return absl::StrCat("cannot reach the coordinator at ", address,
                         " (is kiln-coordinator running? set --coordinator or KILN_COORDINATOR)");
+  if (status.code() == absl::StatusCode::kUnauthenticated)
+    return absl::StrCat("UNAUTHENTICATED: ", status.message(),
+                        " (check --token-file or KILN_TOKEN_FILE)");
   if (status.code() == absl::StatusCode::kDeadlineExceeded)
     return absl::StrCat("DEADLINE_EXCEEDED: the coordinator at ", address,
                         " did not answer in time: ", status.message());

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/client_auth.h"
 #include "kiln/v1/tuning_service.grpc.pb.h"
 
 namespace kiln::cli {
@@ -22,7 +23,8 @@ struct WatchCallbacks {
 
 class Client {
  public:
-  explicit Client(std::string address, int deadline_seconds = 30);
+  // `auth`: TLS and the bearer token (--tls-ca, --token-file); default plaintext, no token.
+  explicit Client(std::string address, int deadline_seconds = 30, ClientAuth auth = {});
 
   const std::string& address() const { return address_; }
 
@@ -51,6 +53,7 @@ class Client {
 
   std::string address_;
   int deadline_seconds_;
+  ClientAuth auth_;
   std::unique_ptr<v1::TuningService::Stub> stub_;
 };
 

@@ -94,7 +94,13 @@ int SubmitAndWait(Client& client, const Invocation& inv, WaitOutput output, Io& 
 
 int RunRemoteCommand(const Invocation& inv, Io& io) {
   if (!io.now_ms) io.now_ms = WallClockMs;
-  Client client(inv.coordinator);
+  // TLS and token files are read once, here; a missing one is an error naming it.
+  auto auth = ClientAuth::Load({inv.tls_ca, "", "", inv.token_file});
+  if (!auth.ok()) {
+    io.err << "kiln: " << auth.status().message() << "\n";
+    return 2;
+  }
+  Client client(inv.coordinator, 30, std::move(*auth));
   const std::string& cmd = inv.command;
   if (cmd == "submit") {
     if (inv.wait)

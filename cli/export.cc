@@ -4,19 +4,51 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
 #include "cli/json_writer.h"
 #include "cli/table.h"
+#include "common/status.h"
+#include "common/text.h"
 
 namespace kiln::cli {
 namespace fs = std::filesystem;
 
 std::string DefaultExportDir(const std::string& job_id) { return "kiln-export-" + job_id; }
 
+absl::Status CheckExportFileName(const std::string& name) {
+  auto refuse = [&](const char* why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the coordinator sent the file name '", ShortQuote(name), "', ", why,
+                     "; only plain file names are written inside --out: nothing was written"));
+  };
+  if (name.empty()) return refuse("an empty name");
+  if (name.size() > 255) return refuse("longer than 255 characters");
+  if (name == "manifest.json") return refuse("the manifest's own name");
+  if (name.front() == '.') return refuse("a hidden name or '..'");
+  if (name.find("..") != std::string::npos) return refuse("containing '..'");
+  for (char c : name) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '/' || c == '\\') return refuse("a path, not a plain name");
+    if (u < 0x20 || u == 0x7f) return refuse("containing control characters");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels,
                                         const std::string& dir) {
+  // The server's file names are checked before anything is created: a name with a '/' or '..'
+  // (or an absolute one) would write outside --out.
+  std::set<std::string> names;
+  for (const auto& k : kernels.kernels()) {
+    RETURN_IF_ERROR(CheckExportFileName(k.file_name()));
+    if (!names.insert(k.file_name()).second)
+      return absl::InvalidArgumentError(absl::StrCat("the coordinator sent the file name '",
+                                                     ShortQuote(k.file_name()),
+                                                     "' twice: nothing was written"));
+  }
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
     return absl::AlreadyExistsError(

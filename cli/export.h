@@ -18,6 +18,10 @@ std::string DefaultExportDir(const std::string& job_id);
 absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels,
                                         const std::string& dir);
 
+// OK for a plain base name the coordinator may ask to be written inside --out: not empty, not
+// manifest.json, no '/', '\\', "..", leading '.', NUL or other control characters.
+absl::Status CheckExportFileName(const std::string& name);
+
 // The lines `kiln export` prints: one per kernel, file, workload and best median.
 std::string FormatExport(const v1::ExportKernelsResponse& kernels, const std::string& dir);
 

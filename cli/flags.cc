@@ -1,6 +1,10 @@
 #include "cli/flags.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -13,6 +17,7 @@
 #include "codegen/workload.h"
 #include "common/daemon.h"
 #include "common/status.h"
+#include "common/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -28,8 +33,9 @@ enum Cmd : unsigned {
   kHelpCmd = 128,
   kNone = 256,
   kExport = 512,
+  kToken = 1024,
 };
-constexpr unsigned kAll = 1023;
+constexpr unsigned kAll = 2047;
 constexpr unsigned kJob = kSubmit | kTune;
 constexpr unsigned kRemote = kSubmit | kWatch | kJobs | kResults | kCancel | kWorkers | kExport;
 
@@ -44,6 +50,11 @@ constexpr FlagDef kFlags[] = {
     {"help", false, true, kAll},
     {"version", false, true, kAll},
     {"coordinator", true, false, kRemote | kNone},
+    {"tls-ca", true, false, kRemote | kNone},
+    {"token-file", true, false, kRemote | kNone},
+    {"role", true, false, kToken},
+    {"name", true, false, kToken},
+    {"tokens-file", true, false, kToken},
     {"json", false, true, kSubmit | kTune | kJobs | kResults | kWorkers | kExport},
     {"out", true, false, kExport},
     {"wait", false, true, kSubmit},
@@ -69,9 +80,9 @@ constexpr FlagDef kFlags[] = {
 
 const std::map<std::string, unsigned>& Commands() {
   static const auto* commands = new std::map<std::string, unsigned>{
-      {"submit", kSubmit},   {"tune", kTune},       {"watch", kWatch},
-      {"jobs", kJobs},       {"results", kResults}, {"cancel", kCancel},
-      {"workers", kWorkers}, {"export", kExport},   {"help", kHelpCmd}};
+      {"submit", kSubmit},   {"tune", kTune},     {"watch", kWatch},     {"jobs", kJobs},
+      {"results", kResults}, {"cancel", kCancel}, {"workers", kWorkers}, {"export", kExport},
+      {"help", kHelpCmd},    {"token", kToken}};
   return *commands;
 }
 
@@ -117,6 +128,33 @@ absl::Status ParsePins(const std::vector<std::string>& pins, v1::JobSpec* spec) 
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::StatusOr<std::string> ReadHfConfigFile(const std::string& path) {
+  const std::string shown = ShortQuote(path, 200);
+  if (path.empty()) return Bad("--hf-config: expected a file (a HuggingFace config.json)");
+  // Only a regular file, and only up to the cap: /dev/zero, a FIFO or a directory would read
+  // forever, block or fail obscurely.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return Bad("--hf-config: cannot read '", shown, "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Bad("--hf-config: '", shown, "' is not a regular file (expected a config.json)");
+  if (static_cast<uint64_t>(st.st_size) > kMaxHfConfigFileBytes)
+    return Bad("--hf-config: '", shown, "' is ", st.st_size, " bytes; a config.json is at most ",
+               kMaxHfConfigFileBytes, " (1 MiB)");
+  std::ifstream file(path, std::ios::binary);
+  if (!file.good()) return Bad("--hf-config: cannot read '", shown, "'");
+  std::string text(kMaxHfConfigFileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(file.gcount()));
+  if (text.size() > kMaxHfConfigFileBytes)  // it grew since stat
+    return Bad("--hf-config: '", shown, "' is larger than ", kMaxHfConfigFileBytes, " bytes");
+  return text;
+}
+
+namespace {
+
 absl::Status ParseModelFlags(const Values& v, Invocation* inv) {
   bool model = v.count("model"), hf = v.count("hf-config");
   if (model && hf) return Bad("--model and --hf-config are exclusive; give one");
@@ -124,14 +162,10 @@ absl::Status ParseModelFlags(const Values& v, Invocation* inv) {
     inv->spec.set_model(Get(v, "model"));
     if (inv->spec.model().empty()) return Bad("--model: expected a preset name");
   } else {
-    std::string path = Get(v, "hf-config");
-    std::ifstream file(path);
-    if (path.empty() || !file.good())
-      return Bad("--hf-config: cannot read '", path, "' (expected a HuggingFace config.json)");
     // The coordinator cannot read the client's files: the config's text travels in the spec.
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (text.size() > (1 << 20)) return Bad("--hf-config: '", path, "' is larger than 1 MiB");
-    inv->spec.set_hf_config_json(text);
+    auto text = ReadHfConfigFile(Get(v, "hf-config"));
+    if (!text.ok()) return text.status();
+    inv->spec.set_hf_config_json(*std::move(text));
   }
   if (v.count("dtype")) {
     auto dtype = codegen::ParseDType(Get(v, "dtype"));
@@ -251,12 +285,12 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   if (positional.empty()) {
     if (inv->help || inv->version) return absl::OkStatus();
     return Bad("missing command; commands: ",
-               "submit, watch, jobs, results, export, cancel, workers, tune");
+               "submit, watch, jobs, results, export, cancel, workers, tune, token");
   }
   auto command = Commands().find(positional[0]);
   if (command == Commands().end())
     return Bad("unknown command '", positional[0],
-               "'; commands: submit, watch, jobs, results, export, cancel, workers, tune");
+               "'; commands: submit, watch, jobs, results, export, cancel, workers, tune, token");
   inv->command = command->first;
   unsigned bit = command->second;
   for (const auto& [name, unused] : values)
@@ -268,6 +302,17 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   if (bit == kHelpCmd && operands <= 1) {
     inv->help = true;
     inv->help_topic = operands ? positional[1] : "";
+    return absl::OkStatus();
+  }
+  if (bit == kToken) {  // kiln token create --role ROLE --name NAME --tokens-file FILE
+    if (operands == 0 || positional[1] != "create")
+      return Bad("expected 'kiln token create --role ROLE --name NAME --tokens-file FILE'");
+    if (operands > 1) return Bad("unexpected argument '", positional[2], "'");
+    for (const char* flag : {"role", "name", "tokens-file"})
+      if (Get(values, flag).empty()) return Bad("token create: missing --", flag);
+    inv->token_role = Get(values, "role");
+    inv->token_name = Get(values, "name");
+    inv->tokens_file = Get(values, "tokens-file");
     return absl::OkStatus();
   }
   if (takes_job && operands == 0) return Bad("missing JOB (the job id, see 'kiln jobs')");
@@ -291,6 +336,11 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
     }
     auto hp = ParseHostPort(inv->coordinator, flag);
     if (!hp.ok()) return Bad(hp.status().message());
+    inv->tls_ca = Get(values, "tls-ca");
+    inv->token_file = Get(values, "token-file");
+    if (values.count("tls-ca") && inv->tls_ca.empty()) return Bad("--tls-ca: expected a file");
+    if (values.count("token-file") && inv->token_file.empty())
+      return Bad("--token-file: expected a file");
   }
   if (bit == kTune) {
     if (!inv->local)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kiln/v1/types.pb.h"
 
 namespace kiln::cli {
@@ -14,10 +15,14 @@ inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 // What the user asked for. Filled as far as parsing got, so that errors can point at the
 // command's help.
 struct Invocation {
-  std::string command;      // submit, watch, jobs, results, cancel, workers, tune, help; "" none
+  std::string command;      // submit, watch, jobs, results, cancel, workers, tune, token, help
   std::string job_id;       // watch, results, export, cancel
   std::string help_topic;   // `kiln help CMD`
   std::string coordinator;  // HOST:PORT: --coordinator, else KILN_COORDINATOR, else the default
+  // --tls-ca and --token-file (main() falls back to KILN_TLS_CA and KILN_TOKEN_FILE).
+  std::string tls_ca, token_file;
+  // token create --role ROLE --name NAME --tokens-file FILE
+  std::string token_role, token_name, tokens_file;
   bool help = false;
   bool version = false;
   bool json = false;
@@ -31,6 +36,11 @@ struct Invocation {
   int batch = 0;
   int context = 0;
 };
+
+// --hf-config FILE: regular files only, at most this many bytes (the coordinator's cap on
+// JobSpec.hf_config_json, server/validate.h); a config.json is a few KB.
+inline constexpr size_t kMaxHfConfigFileBytes = 1 << 20;
+absl::StatusOr<std::string> ReadHfConfigFile(const std::string& path);
 
 // Parses the arguments after the program name; flags may come before or after the command.
 // `env_coordinator` is KILN_COORDINATOR (null when unset). Errors are InvalidArgument with a

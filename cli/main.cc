@@ -4,11 +4,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/local.h"
+#include "cli/token.h"
 #include "cli/usage.h"
 
 namespace kiln::cli {
@@ -54,7 +56,11 @@ int main(int argc, char** argv) {
     std::cout << kiln::cli::UsageText(inv.command == "help" ? inv.help_topic : inv.command);
     return 0;
   }
+  for (auto [field, env] :
+       {std::pair{&inv.tls_ca, "KILN_TLS_CA"}, std::pair{&inv.token_file, "KILN_TOKEN_FILE"}})
+    if (field->empty() && std::getenv(env)) *field = std::getenv(env);
   kiln::cli::Io io{std::cout, std::cerr, isatty(STDERR_FILENO) == 1, kiln::cli::WallClockMs};
+  if (inv.command == "token") return kiln::cli::RunTokenCreate(inv, io);
   if (inv.command == "tune") return kiln::cli::RunLocal(inv, io);
   return kiln::cli::RunRemoteCommand(inv, io);
 }

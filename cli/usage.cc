@@ -36,9 +36,13 @@ Usage:
   kiln [--coordinator HOST:PORT] cancel JOB
   kiln [--coordinator HOST:PORT] workers [--json]
   kiln tune --local JOB-FLAGS [--data-dir DIR] [--json]
+  kiln token create --role submit|worker|admin --name NAME --tokens-file FILE
   kiln help [COMMAND] | kiln COMMAND --help | kiln --version
 
 The coordinator address defaults to $KILN_COORDINATOR, else 127.0.0.1:50051.
+A coordinator with TLS and tokens (docs/security.md) needs, before or after COMMAND:
+  --tls-ca FILE            the CA that signed its certificate (default $KILN_TLS_CA)
+  --token-file FILE        a file whose first line is your token (default $KILN_TOKEN_FILE)
 Exit status: 0 success, 1 server error or job failed/cancelled, 2 usage error.
 )";
 
@@ -83,6 +87,13 @@ std::string UsageText(const std::string& command) {
     return "Usage: kiln [--coordinator HOST:PORT] workers [--json]\n\n"
            "Lists the workers: NAME, ID, CHIP TYPE, MODEL, CORES, STATE, LAST HEARTBEAT, "
            "TRIALS.\n";
+  if (command == "token")
+    return "Usage: kiln token create --role submit|worker|admin --name NAME --tokens-file FILE\n\n"
+           "Makes a random token, appends 'ROLE NAME SHA256-HEX' to FILE (the coordinator's\n"
+           "--tokens file, created with mode 0600) and prints the token once, as the last line\n"
+           "of stdout. Only its digest is kept: store the token in a file for --token-file.\n"
+           "NAME (1..64 characters, no spaces) is who the coordinator sees: submit tokens own\n"
+           "the jobs they submit; restart the coordinator to load new tokens.\n";
   return kOverview;
 }
 

@@ -3,12 +3,13 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
+  clang libclang-rt-dev  # the libFuzzer targets (tests/fuzz): clang and its libclang_rt.fuzzer
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libboost-dev libboost-system-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev
   libopenblas-dev libblis-dev libdnnl-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo libclblast-dev
-  python3 curl
+  python3 curl openssl libssl-dev
   libpq-dev postgresql prometheus
 )
 # kubectl (for `kubectl kustomize` in the tests): Debian's kubernetes-client, unless a kubectl

@@ -33,7 +33,13 @@ uint64_t Coordinator::Entropy() { return rng_(); }
 
 absl::Status Coordinator::WriteLocked(const WriteBatch& batch) {
   if (batch.empty()) return absl::OkStatus();
-  return store_->Write(batch);
+  absl::Status written = store_->Write(batch);
+  // Callers change memory first and write after; a refused write (disk full, database gone)
+  // must not leave counts, budgets or bests that the store does not hold, or a restart would
+  // count the same trial twice. The touched jobs are reloaded as stored; their trials are
+  // answered again later.
+  if (!written.ok()) RestoreFromStoreLocked(batch);
+  return written;
 }
 
 JobEntry* Coordinator::FindJobLocked(const std::string& job_id) {
@@ -93,8 +99,9 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
 
 absl::StatusOr<v1::Job> Coordinator::GetJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
-  return job->job;
+  RETURN_IF_ERROR(ValidateJobId(job_id));
+  if (JobEntry* job = FindJobLocked(job_id)) return job->job;
+  return StoredJobLocked(job_id);
 }
 
 std::vector<v1::Job> Coordinator::ListJobs(int limit) {
@@ -111,6 +118,11 @@ std::vector<v1::Job> Coordinator::ListJobs(int limit) {
 
 absl::StatusOr<v1::JobState> Coordinator::CancelJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(ValidateJobId(job_id));
+  if (!FindJobLocked(job_id)) {  // an archived job has finished: nothing to cancel
+    ASSIGN_OR_RETURN(v1::Job stored, StoredJobLocked(job_id));
+    return stored.state();
+  }
   ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
   if (!job->terminal()) {
     WriteBatch batch;
@@ -122,8 +134,16 @@ absl::StatusOr<v1::JobState> Coordinator::CancelJob(const std::string& job_id) {
 
 absl::StatusOr<v1::GetResultsResponse> Coordinator::GetResults(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+  RETURN_IF_ERROR(ValidateJobId(job_id));
   v1::GetResultsResponse out;
+  if (!FindJobLocked(job_id)) {  // archived: the job and its trials as stored
+    ASSIGN_OR_RETURN(*out.mutable_job(), StoredJobLocked(job_id));
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_->LoadTrials(job_id));
+    for (auto& t : trials)
+      if (t.state() != v1::PENDING) *out.add_trials() = std::move(t);
+    return out;
+  }
+  ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
   *out.mutable_job() = job->job;
   std::vector<const v1::Trial*> trials;
   for (const auto& [id, t] : job->trials) trials.push_back(&t);
@@ -135,6 +155,7 @@ absl::StatusOr<v1::GetResultsResponse> Coordinator::GetResults(const std::string
 
 absl::StatusOr<std::vector<v1::TuningRecord>> Coordinator::LookupBest(
     const v1::LookupBestRequest& request) {
+  RETURN_IF_ERROR(ValidateLookupBestRequest(request));
   RETURN_IF_ERROR(codegen::ValidateWorkload(request.workload(), "workload"));
   int k = request.k() == 0 ? 1 : request.k();
   if (k < 0 || k > 1000)
@@ -159,6 +180,24 @@ absl::StatusOr<std::vector<v1::JobEvent>> Coordinator::WaitEvents(const std::str
   std::unique_lock<std::mutex> lock(mu_);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (true) {
+    RETURN_IF_ERROR(ValidateJobId(job_id));
+    if (!FindJobLocked(job_id)) {
+      // Archived (finished: one snapshot and nothing more), or out of memory until the store
+      // can be read again (a snapshot first, then nothing until it is back).
+      ASSIGN_OR_RETURN(v1::Job stored, StoredJobLocked(job_id));
+      const bool finished = stored.state() == v1::SUCCEEDED || stored.state() == v1::FAILED ||
+                            stored.state() == v1::CANCELLED;
+      if (finished || after_seq == 0) {
+        v1::JobEvent e;
+        e.set_kind(v1::JobEvent::STATE);
+        e.set_seq(after_seq + 1);
+        *e.mutable_job() = std::move(stored);
+        return std::vector<v1::JobEvent>{std::move(e)};
+      }
+      if (shutdown_ || event_cv_.wait_until(lock, deadline) == std::cv_status::timeout)
+        return std::vector<v1::JobEvent>{};
+      continue;
+    }
     ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
     std::vector<v1::JobEvent> out;
     for (const auto& e : job->events)
@@ -235,6 +274,11 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
       return;
     }
   FinishLocked(job, v1::SUCCEEDED, "", batch);
+}
+
+size_t Coordinator::JobsInMemory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
 }
 
 void Coordinator::Shutdown() {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct CoreOptions {
   // 0 rounds: off (the best is the fastest single measurement, re-measured once).
   int final_rounds = 3;
   int finalists = 3;
+  // A worker not heard from for this long is forgotten (memory, ListWorkers and the store); its
+  // leases were requeued long before, when they expired. 0: never.
+  int64_t worker_purge_after_ms = 3600 * 1000;
+  // Finished jobs older than this (by finish time) are not loaded into memory at start; GetJob,
+  // GetResults and WatchJob read them from the store on demand. 0: load every job.
+  int64_t job_retention_ms = int64_t{7} * 24 * 3600 * 1000;
 };
 
 class Coordinator {
@@ -57,17 +64,29 @@ class Coordinator {
   absl::StatusOr<std::vector<v1::JobEvent>> WaitEvents(const std::string& job_id, int64_t after_seq,
                                                        int wait_ms);
 
-  // WorkerService.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
-  absl::StatusOr<v1::LeaseTrialsResponse> LeaseTrials(const v1::LeaseTrialsRequest& request);
-  absl::StatusOr<v1::ReportResultsResponse> ReportResults(const v1::ReportResultsRequest& request);
-  absl::Status ReleaseTrials(const v1::ReleaseTrialsRequest& request);
+  // WorkerService. `caller` is the name of the credential the request came with (CallerOf: token
+  // name or certificate subject; "" for an anonymous caller of a coordinator without auth). A
+  // worker id belongs to the credential that registered it: another caller's requests for it are
+  // PERMISSION_DENIED.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                const std::string& caller);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  const std::string& caller);
+  absl::StatusOr<v1::LeaseTrialsResponse> LeaseTrials(const v1::LeaseTrialsRequest& request,
+                                                      const std::string& caller);
+  // Only the worker holding a trial's lease at the reported attempt may report it, with
+  // plausible figures; anything else is counted in `refused` and not applied.
+  absl::StatusOr<v1::ReportResultsResponse> ReportResults(const v1::ReportResultsRequest& request,
+                                                          const std::string& caller);
+  absl::Status ReleaseTrials(const v1::ReleaseTrialsRequest& request, const std::string& caller);
 
   // Periodic housekeeping: lease expiry, time budgets, gauges. Called by a background thread.
   void Tick();
   // Wakes every long-poll so the server can stop.
   void Shutdown();
+
+  // Jobs held in memory (finished jobs past the retention period are not).
+  size_t JobsInMemory();
 
  private:
   struct WorkerEntry {
@@ -78,8 +97,16 @@ class Coordinator {
   JobEntry* FindJobLocked(const std::string& job_id);
   absl::StatusOr<JobEntry*> GetJobLocked(const std::string& job_id);
   absl::Status BindLocked(JobEntry& job, const v1::ChipFingerprint& chip);
-  // The next trial of `job` for a worker of `chip_type`, or null when it has none now.
-  v1::Trial* NextTrialLocked(JobEntry& job, const std::string& chip_type, WriteBatch& batch);
+  // The next trial of `job` for `worker`, or null when it has none now.
+  v1::Trial* NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker, WriteBatch& batch);
+  // Whether `worker` may lease `trial`: a REMEASURE goes to another worker than the one that
+  // measured the first figure while another live worker of the same chip type exists.
+  bool MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& worker) const;
+  // The worker `worker_id` when `caller` registered it: NOT_FOUND for an unknown id,
+  // PERMISSION_DENIED (counted) for another credential's.
+  absl::StatusOr<WorkerEntry*> OwnWorkerLocked(const std::string& worker_id,
+                                               const std::string& caller);
+  void RefusedLocked(const char* reason);  // kiln_rpc_refused_total{reason}
   v1::Trial& NewTrialLocked(JobEntry& job, int task, v1::TrialKind kind);
   void ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
                          const std::string& implementation, WriteBatch& batch);
@@ -104,7 +131,25 @@ class Coordinator {
                        const v1::Measurement* best = nullptr);
   void UpdateGaugesLocked();
   bool WorkerAliveLocked(const v1::WorkerInfo& w) const;
+  // Writes `batch`; when the store refuses it, every job and worker the batch touched is put
+  // back as the store holds it (server/persistence.cc), so memory never runs ahead of the store.
   absl::Status WriteLocked(const WriteBatch& batch);
+
+  // server/persistence.cc.
+  // A job's in-memory entry rebuilt from its stored record and trials (strategies re-bound and
+  // re-fed). `previous`, the entry being replaced after a failed write, lends what the store does
+  // not keep: lease deadlines extended by heartbeats, and the recent events.
+  absl::StatusOr<std::unique_ptr<JobEntry>> LoadJobEntryLocked(v1::Job stored, int64_t now,
+                                                               JobEntry* previous);
+  void AdoptJobLocked(std::unique_ptr<JobEntry> entry);  // into jobs_ and trial_job_
+  void DropJobLocked(const std::string& job_id);         // out of jobs_ and trial_job_
+  // After a failed write: memory of the jobs and workers `batch` touched made the store's again.
+  void RestoreFromStoreLocked(const WriteBatch& batch);
+  void RetryReloadsLocked();  // jobs whose restore could not read the store
+  bool ArchivedLocked(const v1::Job& job, int64_t now) const;
+  // A job not in memory, read from the store (a finished job past the retention period).
+  absl::StatusOr<v1::Job> StoredJobLocked(const std::string& job_id);
+  void PurgeLostWorkersLocked();
 
   Store* store_;
   const Clock* clock_;
@@ -118,6 +163,9 @@ class Coordinator {
   std::map<std::string, std::unique_ptr<JobEntry>> jobs_;
   std::map<std::string, std::string> trial_job_;  // trial id -> job id
   std::map<std::string, WorkerEntry> workers_;
+  // Jobs taken out of memory after a failed write whose store could not be read either; Tick
+  // loads them again.
+  std::set<std::string> reload_pending_;
 };
 
 }  // namespace kiln::server

@@ -12,6 +12,8 @@
 #include "common/daemon.h"
 #include "common/metrics_http.h"
 #include "common/status.h"
+#include "server/authenticator.h"
+#include "server/data_dir_lock.h"
 #include "server/metered_store.h"
 #include "server/rpc_interceptor.h"
 #include "server/services.h"
@@ -25,10 +27,37 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
 
   absl::Status Start(const CoordinatorOptions& o) {
     ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(o.listen, "--listen"));
+    // Credentials first: a bad tokens file or an exposed plaintext listener stops the start
+    // before anything is opened.
+    ASSIGN_OR_RETURN(auth_,
+                     Authenticator::Load({o.tls_cert, o.tls_key, o.tls_client_ca, o.tokens}));
+    if (!IsLoopbackHost(listen.host) && (o.tls_cert.empty() || o.tokens.empty())) {
+      if (!o.insecure)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--listen ", o.listen,
+            " is reachable beyond this host: give --tls-cert, --tls-key and --tokens (see "
+            "docs/security.md), listen on 127.0.0.1, or say --insecure to serve anyone who "
+            "reaches the port"));
+      if (!o.quiet)
+        std::fprintf(stderr,
+                     "kiln-coordinator: WARNING: --insecure: serving %s without %s; anyone who "
+                     "reaches the port may submit, cancel and register workers\n",
+                     o.listen.c_str(),
+                     o.tls_cert.empty() && o.tokens.empty() ? "TLS and tokens"
+                     : o.tls_cert.empty()                   ? "TLS"
+                                                            : "tokens");
+    }
     metrics_ = std::make_unique<CoordinatorMetrics>();
     agent_sink_ = metrics_->AgentSink("");  // for strategies made outside a job
     agent::SetDefaultAgentMetrics(agent_sink_);
-    agent::SetModelDirectory(o.data_dir + "/models");  // policy checkpoints per task (issue 3)
+    agent::SetModelDirectory(o.data_dir + "/models");  // policy checkpoints per task
+    // Jobs name pre-trained checkpoints; only files in this directory can be named.
+    agent::SetCheckpointDirectory(o.checkpoint_dir.empty() ? o.data_dir + "/checkpoints"
+                                                           : o.checkpoint_dir);
+    // Before the store opens: a second coordinator on the same files leaves at once.
+    if (std::string lock = DataDirLock::PathFor(o.store, o.data_dir); !lock.empty()) {
+      ASSIGN_OR_RETURN(data_dir_lock_, DataDirLock::Acquire(lock));
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(o.store, o.data_dir));
     store_ = NewMeteredStore(std::move(store), metrics_.get());
     if (!o.metrics_listen.empty()) {
@@ -42,18 +71,21 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     core.racing = o.racing;
     core.final_rounds = o.final_rounds;
     core.finalists = o.finalists;
+    core.worker_purge_after_ms = o.worker_purge_after_ms;
+    core.job_retention_ms = o.job_retention_ms;
     core_ = std::make_unique<Coordinator>(store_.get(), &clock_, metrics_.get(), core);
     RETURN_IF_ERROR(core_->Recover());
-    tuning_ = std::make_unique<TuningServiceImpl>(core_.get(), metrics_.get());
-    workers_ = std::make_unique<WorkerServiceImpl>(core_.get(), metrics_.get());
+    tuning_ = std::make_unique<TuningServiceImpl>(core_.get(), metrics_.get(), auth_.get());
+    tuning_->SetWatchLimits(o.max_watch_streams_per_caller, o.max_watch_streams);
+    workers_ = std::make_unique<WorkerServiceImpl>(core_.get(), metrics_.get(), auth_.get());
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     int bound = 0;
     std::string host =
         listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host;
-    builder.AddListeningPort(absl::StrCat(host, ":", listen.port),
-                             grpc::InsecureServerCredentials(), &bound);
+    builder.AddListeningPort(absl::StrCat(host, ":", listen.port), auth_->ServerCredentials(),
+                             &bound);
     builder.RegisterService(tuning_.get());
     builder.RegisterService(workers_.get());
     builder.SetMaxReceiveMessageSize(64 << 20);
@@ -92,11 +124,13 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
   }
 
  private:
+  std::unique_ptr<DataDirLock> data_dir_lock_;  // released last
   SystemClock clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::shared_ptr<agent::AgentMetrics> agent_sink_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<Coordinator> core_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<WorkerServiceImpl> workers_;

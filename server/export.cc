@@ -8,22 +8,34 @@
 #include "codegen/knob_space.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "common/text.h"
 
 namespace kiln::server {
 namespace {
 
-// "gemm m=1 n=2560 k=2048 fp32" -> "gemm_m1_n2560_k2048_fp32" (+ the dialect's extension).
+// "gemm m=1 n=2560 k=2048 fp32" -> "gemm_m1_n2560_k2048_fp32" (+ the dialect's extension): a
+// plain base name (letters, digits, '_', one '.'), at most 200 characters before it.
 std::string FileName(const std::string& key, const std::string& dialect) {
   std::string out;
   for (char c : key) {
+    if (out.size() >= 200) break;
     if (c == ' ')
       out += '_';
     else if (c == '+')
       out += "plus_";
-    else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')
+    else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_')
       out += c;
   }
+  if (out.empty()) out = "kernel";
   return out + (dialect == "cpp" ? ".cc" : dialect == "cuda" ? ".cu" : ".cl");
+}
+
+// A C identifier: what a #define may name.
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
 }
 
 std::string HowToBuild(const codegen::Kernel& k) {
@@ -57,15 +69,24 @@ absl::StatusOr<v1::ExportKernelsResponse> ExportJobKernels(const v1::Job& job) {
           " device, whose kernels are measurements or a model, not code: nothing to export"));
     const std::string key =
         task.workload_key().empty() ? codegen::WorkloadKey(task.workload()) : task.workload_key();
+    // Every string from a job, a worker's fingerprint or a template goes into a // comment
+    // through CommentSafe: a worker names its own chip, and a newline there would put code of
+    // its choosing into a file that a user compiles and loads.
     std::string src = absl::StrCat(
-        "// Kiln kernel for ", key, ", exported from job ", job.id(), ".\n",
-        "// Tuned and verified on ", job.chip().chip_type(), " (", job.chip().model(), ", ",
-        job.chip().cores(), " cores): best median ",
+        "// Kiln kernel for ", CommentSafe(key), ", exported from job ", CommentSafe(job.id()),
+        ".\n", "// Tuned and verified on ", CommentSafe(job.chip().chip_type()), " (",
+        CommentSafe(job.chip().model()), ", ", job.chip().cores(), " cores): best median ",
         absl::StrFormat("%.3f", task.best().median_us()), " us over ",
-        task.best().samples_us_size(), " samples.\n", "// Template ", t->name(), ", configuration ",
-        codegen::ConfigKey(config), ".\n", "// Build: ", HowToBuild(k), ".\n");
-    for (const auto& [name, value] : k.defines)
+        task.best().samples_us_size(), " samples.\n", "// Template ", CommentSafe(t->name()),
+        ", configuration ", CommentSafe(codegen::ConfigKey(config), 4096), ".\n",
+        "// Build: ", CommentSafe(HowToBuild(k), 4096), ".\n");
+    for (const auto& [name, value] : k.defines) {
+      if (!IsIdentifier(name))
+        return absl::InternalError(absl::StrCat("template ", t->name(), " defines '",
+                                                ShortQuote(name),
+                                                "', not an identifier: nothing exported"));
       absl::StrAppend(&src, "#define ", name, " ", value, "\n");
+    }
     absl::StrAppend(&src, "\n", k.source);
     v1::ExportKernelsResponse::Kernel* e = out.add_kernels();
     e->set_workload_key(key);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "server/coordinator.h"
 #include "server/validate.h"
 
@@ -16,7 +17,9 @@ bool Coordinator::WorkerAliveLocked(const v1::WorkerInfo& w) const {
          std::max(options_.lease_ttl_ms, 3 * options_.heartbeat_interval_ms);
 }
 
-absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request) {
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
+                                                           const std::string& caller) {
+  RETURN_IF_ERROR(ValidateRegisterRequest(request));
   const auto& chip = request.chip();
   if (chip.chip_type().empty())
     return absl::InvalidArgumentError("chip.chip_type: the worker's chip-type label is required");
@@ -26,20 +29,41 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   if (!request.worker_id().empty()) RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = request.worker_id();
+  if (auto it = workers_.find(id); !id.empty() && it != workers_.end()) {
+    const v1::WorkerInfo& known = it->second.info;
+    // A worker id belongs to the credential that registered it: another one taking it over
+    // would be handed that worker's leases and could report for them.
+    if (known.owner() != caller) {
+      RefusedLocked("not_worker_owner");
+      return absl::PermissionDeniedError(
+          absl::StrCat("worker_id: ", id,
+                       " was registered with another credential; register without a worker_id"));
+    }
+    // Re-registering takes the id back only as it was: the same chip (its trials were leased
+    // for that fingerprint, and jobs are bound to it) and a worker gone silent (a live one is
+    // still using the id). Anything else registers as a new worker; the old id's leases expire
+    // and are requeued as for any lost worker, so no trial is lost or counted twice.
+    if (!google::protobuf::util::MessageDifferencer::Equals(known.chip(), chip) ||
+        WorkerAliveLocked(known))
+      id.clear();
+  }
   if (id.empty()) {
     do id = NewId('w', Entropy());
     while (workers_.count(id));
   }
-  v1::WorkerInfo& info = workers_[id].info;
+  auto existing = workers_.find(id);
+  v1::WorkerInfo info = existing == workers_.end() ? v1::WorkerInfo() : existing->second.info;
   info.set_id(id);
   info.set_name(request.name().empty() ? id : request.name());
   *info.mutable_chip() = chip;
   info.set_slots(std::max(1, request.slots()));
   info.set_state("alive");
   info.set_last_heartbeat_unix_ms(clock_->NowMs());
+  info.set_owner(caller);
   WriteBatch batch;
   batch.workers.push_back(info);
   RETURN_IF_ERROR(WriteLocked(batch));
+  workers_[id].info = info;
   if (metrics_) metrics_->WorkerRegistered(chip.chip_type(), info.name());
   UpdateGaugesLocked();
   v1::RegisterResponse out;
@@ -48,14 +72,34 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   return out;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+absl::StatusOr<Coordinator::WorkerEntry*> Coordinator::OwnWorkerLocked(const std::string& worker_id,
+                                                                       const std::string& caller) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end())
+    return absl::NotFoundError(
+        absl::StrCat("worker_id: unknown worker ", worker_id, "; register first"));
+  if (it->second.info.owner() != caller) {
+    RefusedLocked("not_worker_owner");
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker_id: ", worker_id, " was registered with another credential"));
+  }
+  return &it->second;
+}
+
+void Coordinator::RefusedLocked(const char* reason) {
+  if (metrics_) metrics_->Refused(reason);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
+                                                             const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   std::lock_guard<std::mutex> lock(mu_);
   v1::HeartbeatResponse out;
-  auto it = workers_.find(request.worker_id());
-  if (it == workers_.end()) return out;  // known=false: the worker registers again
+  if (!workers_.count(request.worker_id())) return out;  // known=false: the worker registers again
+  // Another credential's heartbeat would keep a dead worker's leases from expiring.
+  ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
   int64_t now = clock_->NowMs();
-  it->second.info.set_last_heartbeat_unix_ms(now);
+  worker->info.set_last_heartbeat_unix_ms(now);
   for (auto& [jid, job] : jobs_)
     for (auto& [tid, t] : job->trials)
       if (t.state() == v1::LEASED && t.worker_id() == request.worker_id())
@@ -64,9 +108,13 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   return out;
 }
 
-absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request) {
+absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request,
+                                        const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   std::lock_guard<std::mutex> lock(mu_);
+  // An unknown worker holds no lease: nothing to release.
+  if (!workers_.count(request.worker_id())) return absl::OkStatus();
+  RETURN_IF_ERROR(OwnWorkerLocked(request.worker_id(), caller).status());
   WriteBatch batch;
   for (const auto& id : request.trial_ids()) {
     auto jit = trial_job_.find(id);
@@ -130,6 +178,8 @@ void Coordinator::Tick() {
     }
   }
   WriteLocked(batch).IgnoreError();
+  RetryReloadsLocked();
+  PurgeLostWorkersLocked();
   UpdateGaugesLocked();
 }
 
@@ -184,38 +234,11 @@ absl::Status Coordinator::Recover() {
   }
   ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->LoadJobs());
   for (auto& stored : jobs) {
-    auto entry = std::make_unique<JobEntry>();
-    entry->job = std::move(stored);
-    entry->tasks.resize(entry->job.tasks_size());
-    entry->next_event_seq = now * 1000;
-    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_->LoadTrials(entry->job.id()));
-    bool rebuild = !entry->terminal() && !entry->job.chip_type().empty();
-    if (rebuild) {
-      absl::Status bound = BindLocked(*entry, entry->job.chip());
-      if (!bound.ok())
-        return absl::Status(
-            bound.code(), absl::StrCat("recovering job ", entry->job.id(), ": ", bound.message()));
-    }
-    for (auto& t : trials) {
-      entry->next_trial_seq = std::max(entry->next_trial_seq, t.seq() + 1);
-      if (entry->terminal() && t.state() == v1::PENDING) continue;
-      TaskState& task = entry->tasks[t.task_index()];
-      if (t.kind() == v1::BASELINE) task.baseline_created = true;
-      if (t.kind() == v1::FINAL) task.finals_started = true;
-      if (t.kind() == v1::TUNE) {
-        task.proposed++;
-        if (task.strategy) {
-          task.strategy->Exclude(codegen::FromProto(t.config()));
-          if (t.state() == v1::DONE)
-            task.strategy->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
-                                     t.measurement().median_us()}});
-        }
-      }
-      if (t.state() == v1::LEASED) t.set_lease_expires_unix_ms(now + options_.lease_ttl_ms);
-      trial_job_[t.id()] = entry->job.id();
-      entry->trials[t.id()] = std::move(t);
-    }
-    jobs_[entry->job.id()] = std::move(entry);
+    // Finished jobs past the retention period stay in the store only (server/persistence.cc).
+    if (ArchivedLocked(stored, now)) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<JobEntry> entry,
+                     LoadJobEntryLocked(std::move(stored), now, nullptr));
+    AdoptJobLocked(std::move(entry));
   }
   UpdateGaugesLocked();
   return absl::OkStatus();

@@ -16,6 +16,9 @@ class MeteredStore final : public Store {
   absl::StatusOr<std::vector<v1::Job>> LoadJobs() override {
     return Timed("load_jobs", [&] { return inner_->LoadJobs(); });
   }
+  absl::StatusOr<std::optional<v1::Job>> LoadJob(const std::string& job_id) override {
+    return Timed("load_job", [&] { return inner_->LoadJob(job_id); });
+  }
   absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& job_id) override {
     return Timed("load_trials", [&] { return inner_->LoadTrials(job_id); });
   }

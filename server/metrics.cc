@@ -91,7 +91,9 @@ CoordinatorMetrics::CoordinatorMetrics()
       store_ops_(NewCounter(*registry_, "kiln_store_operations_total",
                             "Store operations by operation and result (ok, error)")),
       store_seconds_(NewHistogram(*registry_, "kiln_store_operation_seconds",
-                                  "Store operation seconds by operation")) {}
+                                  "Store operation seconds by operation")),
+      refused_(NewCounter(*registry_, "kiln_rpc_refused_total",
+                          "Requests refused for their credentials or claims, by reason")) {}
 
 CoordinatorMetrics::~CoordinatorMetrics() = default;
 
@@ -135,6 +137,10 @@ void CoordinatorMetrics::RpcFinished(const std::string& method, const std::strin
                                      double seconds) {
   rpcs_.Add({{"method", method}, {"code", code}}).Increment();
   rpc_duration_.Add({{"method", method}}, FastBuckets()).Observe(seconds);
+}
+
+void CoordinatorMetrics::Refused(const std::string& reason) {
+  refused_.Add({{"reason", reason}}).Increment();
 }
 
 void CoordinatorMetrics::StoreOperation(const std::string& op, bool ok, double seconds) {

@@ -51,6 +51,9 @@ class CoordinatorMetrics {
   // RPCs (server/rpc_interceptor.h) and store operations (server/store/metered_store.h).
   void RpcFinished(const std::string& method, const std::string& code, double seconds);
   void StoreOperation(const std::string& op, bool ok, double seconds);
+  // A request refused for its credentials or for what it claims (kiln_rpc_refused_total):
+  // reason "no_token", "unknown_token", "no_client_certificate", "wrong_role", "not_owner", ...
+  void Refused(const std::string& reason);
 
  private:
   struct JobSeries;
@@ -85,6 +88,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Counter>& store_ops_;
   prometheus::Family<prometheus::Histogram>& store_seconds_;
+  prometheus::Family<prometheus::Counter>& refused_;
 
   std::mutex mu_;  // guards jobs_series_
   std::map<std::string, std::unique_ptr<JobSeries>> job_series_;

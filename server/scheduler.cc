@@ -2,6 +2,7 @@
 // applying results.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -163,6 +164,75 @@ void RefuseInexactStep(v1::DType dtype, v1::Measurement* m) {
       ", relative to the largest logit)"));
 }
 
+// Why an OK measurement's figures cannot be a timing a worker made ("" when they can be). A
+// worker holds valid credentials, not trust: what it reports becomes a job's result and the
+// store's answer to later jobs, so figures no harness produces (not finite, not positive, a
+// median that is not its samples') are refused before anything counts them.
+std::string ImplausibleFigures(const v1::Measurement& m, v1::TrialKind kind) {
+  if (m.status() != v1::OK) return "";
+  auto positive = [](double x) { return std::isfinite(x) && x > 0; };
+  auto non_negative = [](double x) { return std::isfinite(x) && x >= 0; };
+  auto figure = [](const char* name, double x) { return absl::StrFormat("%s %.3g", name, x); };
+  if (!positive(m.median_us())) return figure("median_us", m.median_us()) + " is not a time";
+  if (m.samples_us_size() == 0) return "an OK result without samples";
+  for (double x : m.samples_us())
+    if (!positive(x)) return figure("a sample of", x) + " us is not a time";
+  const std::pair<const char*, double> others[] = {{"gflops", m.gflops()},
+                                                   {"gbytes_per_s", m.gbytes_per_s()},
+                                                   {"max_error", m.max_error()},
+                                                   {"p10_us", m.p10_us()},
+                                                   {"p90_us", m.p90_us()},
+                                                   {"cv", m.cv()},
+                                                   {"compile_seconds", m.compile_seconds()},
+                                                   {"measure_seconds", m.measure_seconds()},
+                                                   {"prepack_us", m.prepack_us()},
+                                                   {"trial_seconds", m.trial_seconds()}};
+  for (const auto& [name, x] : others)
+    if (!non_negative(x)) return figure(name, x) + " is not finite and >= 0";
+  for (const auto& route : m.baseline_routes()) {
+    if (route.status() != v1::OK) continue;
+    if (!positive(route.median_us()))
+      return figure("a baseline route's median_us", route.median_us());
+    for (double x : route.samples_us())
+      if (!positive(x)) return figure("a baseline route's sample of", x) + " us";
+  }
+  if (kind == v1::STEP) {
+    // A step's median is its scaled step time and its samples the raw ones (a few layers), so
+    // they are not compared; its own figures must be figures. (Its max_error is judged by
+    // RefuseInexactStep: a NaN there is a wrong step, not a forged one.)
+    if (!m.has_step() || !positive(m.step().measured()))
+      return figure("the step's measured tokens/s", m.step().measured()) + " is not positive";
+    const v1::StepResult& st = m.step();
+    const std::pair<const char*, double> step[] = {
+        {"step.baseline_measured", st.baseline_measured()},
+        {"step.step_us", st.step_us()},
+        {"step.baseline_step_us", st.baseline_step_us()},
+        {"step.read_gbytes_per_s", st.read_gbytes_per_s()},
+        {"step.bytes_per_token", st.bytes_per_token()},
+        {"step.bound", st.bound()},
+        {"step.bound_fraction", st.bound_fraction()},
+        {"step.baseline_bound_fraction", st.baseline_bound_fraction()}};
+    for (const auto& [name, x] : step)
+      if (!non_negative(x)) return figure(name, x) + " is not finite and >= 0";
+    for (const auto* samples :
+         {&st.samples_us(), &st.baseline_samples_us(), &st.read_gbytes_per_s_samples(),
+          &st.baseline_read_gbytes_per_s_samples()})
+      for (double x : *samples)
+        if (!positive(x)) return figure("a step sample of", x) + " is not positive";
+    return "";
+  }
+  std::vector<double> sorted(m.samples_us().begin(), m.samples_us().end());
+  std::sort(sorted.begin(), sorted.end());
+  const double median = Median(sorted);
+  // 1%: rounding and quantile conventions, never a different figure.
+  if (m.median_us() < sorted.front() || m.median_us() > sorted.back() ||
+      std::abs(m.median_us() - median) > 0.01 * median)
+    return absl::StrFormat(
+        "median_us %.3g is not the median of its %d samples (%.3g, in [%.3g, %.3g])", m.median_us(),
+        m.samples_us_size(), median, sorted.front(), sorted.back());
+  return "";
+}
+
 }  // namespace
 
 absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
@@ -212,11 +282,35 @@ v1::Trial& Coordinator::NewTrialLocked(JobEntry& job, int task, v1::TrialKind ki
   return job.trials[t.id()] = std::move(t);
 }
 
-v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_type,
+bool Coordinator::MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& worker) const {
+  const std::string& first_id = trial.exclude_worker_id();
+  if (first_id.empty()) return true;
+  auto first = workers_.find(first_id);
+  const std::string* first_owner = first == workers_.end() ? nullptr : &first->second.info.owner();
+  // Who else could confirm the first figure now: another live worker of the chip type, better
+  // one registered with another credential than the first's (a credential running several
+  // workers could otherwise confirm its own figures).
+  bool other = false, other_owner = false;
+  for (const auto& [id, w] : workers_) {
+    if (id == first_id || w.info.chip().chip_type() != worker.chip().chip_type() ||
+        !WorkerAliveLocked(w.info))
+      continue;
+    other = true;
+    other_owner = other_owner || (first_owner && w.info.owner() != *first_owner);
+  }
+  if (other_owner) return worker.owner() != *first_owner;
+  if (other) return worker.id() != first_id;
+  return true;  // no one else: the first worker re-measures, as with a single worker
+}
+
+v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker,
                                         WriteBatch& batch) {
+  const std::string& chip_type = worker.chip().chip_type();
   v1::Trial* oldest = nullptr;
   for (auto& [id, t] : job.trials)
-    if (t.state() == v1::PENDING && (!oldest || t.seq() < oldest->seq())) oldest = &t;
+    if (t.state() == v1::PENDING && (!oldest || t.seq() < oldest->seq()) &&
+        MayLeaseLocked(t, worker))
+      oldest = &t;
   if (oldest) return oldest;
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     if (!job.tasks[i].baseline_created) {
@@ -287,7 +381,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const std::string& chip_t
 }
 
 absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
-    const v1::LeaseTrialsRequest& request) {
+    const v1::LeaseTrialsRequest& request, const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   if (request.max_trials() < 0 || request.max_trials() > 64)
     return absl::InvalidArgumentError("max_trials: must be in 1..64");
@@ -299,11 +393,8 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
   std::unique_lock<std::mutex> lock(mu_);
   v1::LeaseTrialsResponse out;
   while (true) {
-    auto wit = workers_.find(request.worker_id());
-    if (wit == workers_.end())
-      return absl::NotFoundError(
-          absl::StrCat("worker_id: unknown worker ", request.worker_id(), "; register first"));
-    v1::WorkerInfo& worker = wit->second.info;
+    ASSIGN_OR_RETURN(WorkerEntry * entry, OwnWorkerLocked(request.worker_id(), caller));
+    v1::WorkerInfo& worker = entry->info;
     worker.set_last_heartbeat_unix_ms(clock_->NowMs());
     const std::string& label = worker.chip().chip_type();
     WriteBatch batch;
@@ -330,7 +421,7 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         PushEventLocked(*job, v1::JobEvent::STATE);
       }
       while (out.trials_size() < max) {
-        v1::Trial* t = NextTrialLocked(*job, label, batch);
+        v1::Trial* t = NextTrialLocked(*job, worker, batch);
         if (!t) break;
         t->set_state(v1::LEASED);
         t->set_worker_id(worker.id());
@@ -404,12 +495,16 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   TaskState& state = job.tasks[trial.task_index()];
   if (state.strategy)
     state.strategy->Observe({{codegen::FromProto(trial.config()), m.status(), m.median_us()}});
-  if (!m.from_cache()) batch.records.push_back(RecordOf(job, trial, m, clock_->NowMs()));
   bool better = ok && (!task->has_best() || m.median_us() < task->best().median_us());
+  // A new best's record waits for its re-measurement (ApplyRemeasureLocked): until another
+  // measurement confirms it, its figure must not answer later jobs from the store.
+  if (!m.from_cache() && !better) batch.records.push_back(RecordOf(job, trial, m, clock_->NowMs()));
   if (better && !m.from_cache()) {
-    // A new best is measured once more before it is reported (DESIGN.md §5).
+    // A new best is measured once more before it is reported (DESIGN.md §5), by another worker
+    // of the chip type when there is one (MayLeaseLocked).
     v1::Trial& again = NewTrialLocked(job, trial.task_index(), v1::REMEASURE);
     *again.mutable_config() = trial.config();
+    again.set_exclude_worker_id(trial.worker_id());
     batch.trials.push_back(again);
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
   } else if (better) {
@@ -457,9 +552,11 @@ void Coordinator::ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBat
       break;
     }
   // The record keeps the figure that stands: the first, unless it was timed briefly or did not
-  // confirm.
-  if (demoted || (first && first->measurement().raced_ahead()))
+  // confirm (its record was held back until now).
+  if (demoted || !first || first->measurement().raced_ahead())
     batch.records.push_back(RecordOf(job, again, m, clock_->NowMs()));
+  else
+    batch.records.push_back(RecordOf(job, *first, first->measurement(), clock_->NowMs()));
   // A demoted configuration is not made the best: the task keeps its best confirmed one. Only a
   // task with none confirmed takes the re-measured (slower, honest) figure, marked demoted, so
   // that a noisy host does not leave a task without any best; final rounds, when they run, time
@@ -592,7 +689,7 @@ void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index, WriteBatch& 
 }
 
 absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
-    const v1::ReportResultsRequest& request) {
+    const v1::ReportResultsRequest& request, const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   for (int i = 0; i < request.results_size(); ++i) {
     const auto& r = request.results(i);
@@ -600,21 +697,17 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     if (m.status() == v1::STATUS_UNSPECIFIED || !v1::MeasurementStatus_IsValid(m.status()))
       return absl::InvalidArgumentError(
           absl::StrCat("results[", i, "].measurement.status: required"));
-    if (m.status() == v1::OK && !(m.median_us() > 0))
-      return absl::InvalidArgumentError(
-          absl::StrCat("results[", i, "].measurement.median_us: must be > 0 for an OK result"));
     if (r.attempt() < 1)
       return absl::InvalidArgumentError(absl::StrCat("results[", i, "].attempt: must be >= 1"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto wit = workers_.find(request.worker_id());
-  if (wit == workers_.end())
-    return absl::NotFoundError(absl::StrCat("worker_id: unknown worker ", request.worker_id()));
+  ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
   for (int i = 0; i < request.results_size(); ++i)
     if (!trial_job_.count(request.results(i).trial_id()) &&
         !FindJobLocked(request.results(i).trial_id().substr(0, 14)))
       return absl::InvalidArgumentError(absl::StrCat("results[", i, "].trial_id: unknown trial '",
-                                                     request.results(i).trial_id(), "'"));
+                                                     request.results(i).trial_id().substr(0, 40),
+                                                     "'"));
   v1::ReportResultsResponse out;
   WriteBatch batch;
   for (const auto& r : request.results()) {
@@ -625,22 +718,47 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
       auto tit = job->trials.find(r.trial_id());
       if (tit != job->trials.end()) trial = &tit->second;
     }
-    if (!trial || job->terminal() || r.attempt() != trial->attempt()) {
+    // An earlier attempt: a lease that expired or was released, its trial requeued since. The
+    // reporter may have held it then; nothing is applied either way.
+    if (!trial || job->terminal() || r.attempt() < trial->attempt()) {
       out.set_stale(out.stale() + 1);
       continue;
     }
-    if (trial->state() == v1::DONE) {
+    // Only the lease holder, at the attempt it was leased at, answers a trial: not a pending
+    // trial, another worker's, one answered by another worker, or an attempt never leased.
+    if (r.attempt() != trial->attempt() || trial->state() == v1::PENDING ||
+        trial->worker_id() != request.worker_id()) {
+      out.set_refused(out.refused() + 1);
+      RefusedLocked("not_lease_holder");
+      continue;
+    }
+    if (trial->state() == v1::DONE) {  // the holder's retry: reports are idempotent per attempt
       out.set_duplicates(out.duplicates() + 1);
       continue;
     }
     v1::Measurement m = r.measurement();
     m.set_from_cache(false);
+    const std::string implausible = ImplausibleFigures(m, trial->kind());
+    if (!implausible.empty()) {
+      // Not requeued: the same worker could lease it again and again. The trial is answered as a
+      // failure (it counts once against the budget, as any failed trial) without its figures,
+      // and its record is no OK figure to answer later jobs with.
+      out.set_refused(out.refused() + 1);
+      RefusedLocked("implausible");
+      m = v1::Measurement();
+      m.set_status(v1::SUSPECT);
+      m.set_message(absl::StrCat("refused by the coordinator: ", implausible));
+    } else {
+      out.set_accepted(out.accepted() + 1);
+      worker->info.set_trials_done(worker->info.trials_done() + 1);
+    }
     ApplyResultLocked(*job, *trial, m, r.implementation(), batch);
-    wit->second.info.set_trials_done(wit->second.info.trials_done() + 1);
     MaybeFinishLocked(*job, batch);
     batch.jobs.push_back(job->job);
-    out.set_accepted(out.accepted() + 1);
   }
+  // A write the store refuses (a full disk) puts every job it touched back as stored
+  // (WriteLocked): no count, best or budget moves, the trial stays leased, and the worker's
+  // retry or the lease's expiry answers it later.
   RETURN_IF_ERROR(WriteLocked(batch));
   UpdateGaugesLocked();
   work_cv_.notify_all();

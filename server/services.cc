@@ -1,5 +1,9 @@
 #include "server/services.h"
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/auth.h"
 #include "server/export.h"
 #include "server/grpc_status.h"
 
@@ -19,6 +23,27 @@ grpc::Status Handle(const char* method, Fn&& body) {
   return ToGrpc(s);
 }
 
+// Checks the caller's credentials for `access` (server/authenticator.h), then runs the body
+// with CallerOf(*ctx) answering who called. Every RPC of both services goes through here; the
+// health and reflection services do not (they answer without a token).
+template <typename Fn>
+grpc::Status Serve(grpc::ServerContext* ctx, const Authenticator* auth, CoordinatorMetrics* metrics,
+                   Access access, const char* method, Fn&& body) {
+  Caller caller{Role::kAdmin, "", false};
+  if (auth && ctx) {
+    std::string reason;
+    caller = auth->Identify(*ctx, &reason);
+    absl::Status allowed = CheckAccess(caller, access, auth->policy(), &reason);
+    if (!allowed.ok()) {
+      if (metrics) metrics->Refused(reason);
+      return ToGrpc(allowed);
+    }
+  }
+  if (!ctx) return Handle(method, body);  // direct calls in tests
+  CallerScope scope(ctx, caller);
+  return Handle(method, body);
+}
+
 // Copies a StatusOr's value into `out` or returns its error.
 template <typename T, typename U>
 absl::Status Assign(absl::StatusOr<T> v, U* out) {
@@ -29,29 +54,86 @@ absl::Status Assign(absl::StatusOr<T> v, U* out) {
 
 }  // namespace
 
-grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+absl::Status TuningServiceImpl::CheckOwner(grpc::ServerContext* ctx, const std::string& job_id) {
+  if (!auth_ || !ctx) return absl::OkStatus();
+  Caller caller = CallerOf(*ctx);
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  auto job = core_->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (MayUseJob(caller, job->spec().owner())) return absl::OkStatus();
+  if (metrics_) metrics_->Refused("not_owner");
+  return absl::PermissionDeniedError("the job belongs to another submitter");
+}
+
+grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                           v1::SubmitJobResponse* resp) {
-  return Handle("SubmitJob",
-                [&] { return Assign(core_->SubmitJob(req->spec()), resp->mutable_job_id()); });
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "SubmitJob", [&] {
+    v1::JobSpec spec = req->spec();
+    spec.set_owner(ctx ? CallerOf(*ctx).name : "");  // never what the client claims
+    return Assign(core_->SubmitJob(spec), resp->mutable_job_id());
+  });
 }
 
-grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                        v1::Job* resp) {
-  return Handle("GetJob", [&] { return Assign(core_->GetJob(req->job_id()), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "GetJob", [&] {
+    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
+    return Assign(core_->GetJob(req->job_id()), resp);
+  });
 }
 
-grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
+grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                          v1::ListJobsResponse* resp) {
-  return Handle("ListJobs", [&] {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "ListJobs", [&] {
     if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
-    for (auto& j : core_->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
+    const Caller caller = ctx ? CallerOf(*ctx) : Caller{Role::kAdmin, "", false};
+    if (caller.role == Role::kAdmin) {
+      for (auto& j : core_->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
+      return absl::OkStatus();
+    }
+    for (auto& j : core_->ListJobs(0)) {  // a submitter lists only its own jobs
+      if (req->limit() > 0 && resp->jobs_size() >= req->limit()) break;
+      if (MayUseJob(caller, j.spec().owner())) *resp->add_jobs() = std::move(j);
+    }
     return absl::OkStatus();
   });
 }
 
+void TuningServiceImpl::SetWatchLimits(int per_caller, int total) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  max_watch_per_caller_ = per_caller;
+  max_watch_total_ = total;
+}
+
+absl::Status TuningServiceImpl::EnterWatch(const std::string& caller) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  int& mine = watchers_[caller];
+  if (mine >= max_watch_per_caller_ || watchers_total_ >= max_watch_total_) {
+    const bool own = mine >= max_watch_per_caller_;
+    if (mine == 0) watchers_.erase(caller);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "WatchJob: too many open watch streams (", own ? "this caller's" : "the coordinator's",
+        " limit of ", own ? max_watch_per_caller_ : max_watch_total_,
+        " is reached); close some, or poll GetJob instead"));
+  }
+  ++mine;
+  ++watchers_total_;
+  return absl::OkStatus();
+}
+
+void TuningServiceImpl::LeaveWatch(const std::string& caller) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  --watchers_total_;
+  if (--watchers_[caller] <= 0) watchers_.erase(caller);
+}
+
 grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                          grpc::ServerWriter<v1::JobEvent>* writer) {
-  return Handle("WatchJob", [&]() -> absl::Status {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "WatchJob", [&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
+    const std::string caller = CallerOf(*ctx).name;
+    RETURN_IF_ERROR(EnterWatch(caller));
+    absl::Cleanup leave = [&] { LeaveWatch(caller); };
     int64_t seq = 0;
     while (!ctx->IsCancelled() && !stopping_) {
       auto events = core_->WaitEvents(req->job_id(), seq, 1000);
@@ -70,9 +152,10 @@ grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Wat
   });
 }
 
-grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
+grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                           v1::CancelJobResponse* resp) {
-  return Handle("CancelJob", [&] {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "CancelJob", [&] {
+    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
     auto state = core_->CancelJob(req->job_id());
     if (!state.ok()) return state.status();
     resp->set_state(*state);
@@ -80,22 +163,27 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext*, const v1::Cancel
   });
 }
 
-grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext*, const v1::GetResultsRequest* req,
+grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext* ctx,
+                                           const v1::GetResultsRequest* req,
                                            v1::GetResultsResponse* resp) {
-  return Handle("GetResults", [&] { return Assign(core_->GetResults(req->job_id()), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "GetResults", [&] {
+    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
+    return Assign(core_->GetResults(req->job_id()), resp);
+  });
 }
 
-grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest*,
                                             v1::ListWorkersResponse* resp) {
-  return Handle("ListWorkers", [&] {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "ListWorkers", [&] {
     for (auto& w : core_->ListWorkers()) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
 }
 
-grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::LookupBestRequest* req,
+grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext* ctx,
+                                           const v1::LookupBestRequest* req,
                                            v1::LookupBestResponse* resp) {
-  return Handle("LookupBest", [&] {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "LookupBest", [&] {
     auto records = core_->LookupBest(*req);
     if (!records.ok()) return records.status();
     for (auto& r : *records) *resp->add_records() = std::move(r);
@@ -103,42 +191,54 @@ grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext*, const v1::Looku
   });
 }
 
-grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext*,
+grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext* ctx,
                                               const v1::ExportKernelsRequest* req,
                                               v1::ExportKernelsResponse* resp) {
-  return Handle("ExportKernels", [&]() -> absl::Status {
+  return Serve(ctx, auth_, metrics_, Access::kTuning, "ExportKernels", [&]() -> absl::Status {
     if (req->job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
     auto job = core_->GetJob(req->job_id());
     if (!job.ok()) return job.status();
     return Assign(ExportJobKernels(*job), resp);
   });
 }
 
-grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* req,
+// The credential a WorkerService call came with: worker ids belong to it ("" anonymous).
+static std::string WorkerCaller(const grpc::ServerContext* ctx) {
+  return ctx ? CallerOf(*ctx).name : "";
+}
+
+grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                          v1::RegisterResponse* resp) {
-  return Handle("Register", [&] { return Assign(core_->Register(*req), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Register",
+               [&] { return Assign(core_->Register(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
-  return Handle("Heartbeat", [&] { return Assign(core_->Heartbeat(*req), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Heartbeat",
+               [&] { return Assign(core_->Heartbeat(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext*, const v1::LeaseTrialsRequest* req,
+grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext* ctx,
+                                            const v1::LeaseTrialsRequest* req,
                                             v1::LeaseTrialsResponse* resp) {
-  return Handle("LeaseTrials", [&] { return Assign(core_->LeaseTrials(*req), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "LeaseTrials",
+               [&] { return Assign(core_->LeaseTrials(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext*,
+grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext* ctx,
                                               const v1::ReportResultsRequest* req,
                                               v1::ReportResultsResponse* resp) {
-  return Handle("ReportResults", [&] { return Assign(core_->ReportResults(*req), resp); });
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "ReportResults",
+               [&] { return Assign(core_->ReportResults(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext*,
+grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext* ctx,
                                               const v1::ReleaseTrialsRequest* req,
                                               v1::ReleaseTrialsResponse*) {
-  return Handle("ReleaseTrials", [&] { return core_->ReleaseTrials(*req); });
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "ReleaseTrials",
+               [&] { return core_->ReleaseTrials(*req, WorkerCaller(ctx)); });
 }
 
 }  // namespace kiln::server

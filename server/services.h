@@ -2,10 +2,13 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "kiln/v1/tuning_service.grpc.pb.h"
 #include "kiln/v1/worker_service.grpc.pb.h"
+#include "server/authenticator.h"
 #include "server/coordinator.h"
 #include "server/metrics.h"
 
@@ -13,9 +16,14 @@ namespace kiln::server {
 
 class TuningServiceImpl final : public v1::TuningService::Service {
  public:
-  TuningServiceImpl(Coordinator* core, CoordinatorMetrics* metrics)
-      : core_(core), metrics_(metrics) {}
+  // `auth` null: no credentials checked (every caller is an anonymous admin).
+  TuningServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
+                    const Authenticator* auth = nullptr)
+      : core_(core), metrics_(metrics), auth_(auth) {}
   void Stop() { stopping_ = true; }
+  // Caps open WatchJob streams, each of which holds a server thread: per caller name
+  // (anonymous callers share "") and in all.
+  void SetWatchLimits(int per_caller, int total);
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*,
                          v1::SubmitJobResponse*) override;
@@ -36,15 +44,28 @@ class TuningServiceImpl final : public v1::TuningService::Service {
                              v1::ExportKernelsResponse*) override;
 
  private:
+  // OK when the caller may use job `job_id` (its own, or any for admin); counts refusals.
+  absl::Status CheckOwner(grpc::ServerContext* ctx, const std::string& job_id);
+
   Coordinator* core_;
   CoordinatorMetrics* metrics_;
+  const Authenticator* auth_;
   std::atomic<bool> stopping_{false};
+  // A WatchJob stream's place under the caps, or RESOURCE_EXHAUSTED; LeaveWatch gives it back.
+  absl::Status EnterWatch(const std::string& caller);
+  void LeaveWatch(const std::string& caller);
+  std::mutex watch_mu_;
+  std::map<std::string, int> watchers_;  // open streams by caller name
+  int watchers_total_ = 0;
+  int max_watch_per_caller_ = 64;
+  int max_watch_total_ = 256;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
  public:
-  WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics)
-      : core_(core), metrics_(metrics) {}
+  WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
+                    const Authenticator* auth = nullptr)
+      : core_(core), metrics_(metrics), auth_(auth) {}
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
                         v1::RegisterResponse*) override;
@@ -60,6 +81,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
  private:
   Coordinator* core_;
   CoordinatorMetrics* metrics_;
+  const Authenticator* auth_;
 };
 
 }  // namespace kiln::server

@@ -9,6 +9,7 @@
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "common/text.h"
 #include "server/planner/planner.h"
 
 namespace kiln::server {
@@ -35,7 +36,88 @@ bool SomeChipHasKnob(const codegen::KernelTemplate& tmpl, const v1::Workload& w,
   return false;
 }
 
+bool HasControlChar(absl::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+// A label shown in listings and used as a metrics label: bounded, one line.
+absl::Status CheckLabel(absl::string_view field, absl::string_view value, size_t max) {
+  RETURN_IF_ERROR(CheckLength(field, value, max));
+  if (HasControlChar(value))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": control characters are not allowed, got '", ShortQuote(value), "'"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckKeys(absl::string_view field,
+                       const google::protobuf::Map<std::string, int64_t>& m, int max_entries) {
+  if (m.size() > static_cast<size_t>(max_entries))
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": at most ", max_entries, " entries, got ", m.size()));
+  for (const auto& [key, value] : m) RETURN_IF_ERROR(CheckLabel(field, key, kMaxKeyChars));
+  return absl::OkStatus();
+}
+
+absl::Status CheckWorkloadSizes(absl::string_view field, const v1::Workload& w) {
+  RETURN_IF_ERROR(CheckKeys(absl::StrCat(field, ".dims"), w.dims(), kMaxDims));
+  return CheckLength(absl::StrCat(field, ".epilogue"), w.epilogue(), kMaxKeyChars);
+}
+
 }  // namespace
+
+absl::Status CheckLength(absl::string_view field, absl::string_view value, size_t max) {
+  if (value.size() <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": at most ", max, " characters, got ",
+                                                 value.size(), " ('", ShortQuote(value), "')"));
+}
+
+absl::Status CheckJobSpecSizes(const v1::JobSpec& spec) {
+  RETURN_IF_ERROR(CheckLength("chip", spec.chip(), kMaxChipLabelChars));
+  RETURN_IF_ERROR(CheckLabel("model", spec.model(), kMaxNameChars));
+  RETURN_IF_ERROR(CheckLabel("strategy", spec.strategy(), kMaxStrategyChars));
+  RETURN_IF_ERROR(CheckLabel("phase", spec.phase(), kMaxKeyChars));
+  if (spec.hf_config_json().size() > kMaxHfConfigBytes)
+    return absl::InvalidArgumentError(absl::StrCat("hf_config_json: at most ", kMaxHfConfigBytes,
+                                                   " bytes (1 MiB), got ",
+                                                   spec.hf_config_json().size()));
+  RETURN_IF_ERROR(CheckKeys("pin", spec.pin(), kMaxKnobs));
+  if (spec.has_workload()) RETURN_IF_ERROR(CheckWorkloadSizes("workload", spec.workload()));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRegisterRequest(const v1::RegisterRequest& request) {
+  RETURN_IF_ERROR(CheckLabel("name", request.name(), kMaxNameChars));
+  const v1::ChipFingerprint& chip = request.chip();
+  RETURN_IF_ERROR(CheckLabel("chip.kind", chip.kind(), kMaxChipLabelChars));
+  RETURN_IF_ERROR(CheckLabel("chip.chip_type", chip.chip_type(), kMaxChipLabelChars));
+  RETURN_IF_ERROR(CheckLabel("chip.vendor", chip.vendor(), kMaxNameChars));
+  RETURN_IF_ERROR(CheckLabel("chip.model", chip.model(), kMaxDescriptionChars));
+  RETURN_IF_ERROR(CheckLabel("chip.compiler", chip.compiler(), kMaxDescriptionChars));
+  RETURN_IF_ERROR(CheckLabel("chip.hostname", chip.hostname(), kMaxDescriptionChars));
+  if (chip.isa_features_size() > kMaxIsaFeatures)
+    return absl::InvalidArgumentError(absl::StrCat("chip.isa_features: at most ", kMaxIsaFeatures,
+                                                   " entries, got ", chip.isa_features_size()));
+  for (const auto& f : chip.isa_features())
+    RETURN_IF_ERROR(CheckLabel("chip.isa_features", f, kMaxKeyChars));
+  if (chip.replay_knobs_size() > kMaxReplayKnobs)
+    return absl::InvalidArgumentError(absl::StrCat("chip.replay_knobs: at most ", kMaxReplayKnobs,
+                                                   " knobs, got ", chip.replay_knobs_size()));
+  for (const auto& k : chip.replay_knobs()) {
+    RETURN_IF_ERROR(CheckLabel("chip.replay_knobs.name", k.name(), kMaxKeyChars));
+    if (k.values_size() > kMaxReplayKnobValues)
+      return absl::InvalidArgumentError(absl::StrCat("chip.replay_knobs.values: at most ",
+                                                     kMaxReplayKnobValues, " values, got ",
+                                                     k.values_size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLookupBestRequest(const v1::LookupBestRequest& request) {
+  RETURN_IF_ERROR(CheckLabel("chip_type", request.chip_type(), kMaxChipLabelChars));
+  return CheckWorkloadSizes("workload", request.workload());
+}
 
 bool IsModelJob(const v1::JobSpec& spec) {
   return !spec.model().empty() || !spec.hf_config_json().empty();
@@ -45,8 +127,7 @@ absl::Status ValidateModelJobSpec(const v1::JobSpec& spec) {
   if (spec.has_workload())
     return absl::InvalidArgumentError(
         "workload: a model job (model or hf_config_json) takes no operator workload");
-  if (spec.hf_config_json().size() > (1 << 20))
-    return absl::InvalidArgumentError("hf_config_json: larger than 1 MiB");
+  RETURN_IF_ERROR(CheckJobSpecSizes(spec));
   ASSIGN_OR_RETURN(ModelPlan plan, PlanModelJob(spec));
   RETURN_IF_ERROR(ValidateCommon(spec));
   const std::string kind = spec.chip().substr(0, spec.chip().find('-'));
@@ -65,6 +146,7 @@ absl::Status ValidateModelJobSpec(const v1::JobSpec& spec) {
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  RETURN_IF_ERROR(CheckJobSpecSizes(spec));
   if (IsModelJob(spec)) return ValidateModelJobSpec(spec);
   if (!spec.phase().empty() || spec.batch() != 0 || spec.context() != 0 ||
       spec.prefill_tokens() != 0 || spec.dtype() != v1::DTYPE_UNSPECIFIED)
@@ -78,14 +160,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 }
 
 absl::Status ValidateCommon(const v1::JobSpec& spec) {
+  RETURN_IF_ERROR(CheckJobSpecSizes(spec));
   if (spec.chip().empty())
     return absl::InvalidArgumentError(
         "chip: a chip-type label prefix is required (e.g. cpu, cpu-x86_64-avx512)");
   for (char c : spec.chip())
     if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '_' || c == '.' ||
           c == ':'))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "chip: '", spec.chip(), "' may hold only lower-case letters, digits and - _ . :"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("chip: '", ShortQuote(spec.chip()),
+                       "' may hold only lower-case letters, digits and - _ . :"));
   if (spec.budget_trials() < 0 || spec.budget_trials() > kMaxBudgetTrials)
     return absl::InvalidArgumentError(absl::StrCat(
         "budget_trials: must be in 1..", kMaxBudgetTrials, ", got ", spec.budget_trials()));
@@ -105,8 +189,9 @@ absl::Status ValidateCommon(const v1::JobSpec& spec) {
   if (tmpl.ok()) {
     for (const auto& [knob, value] : spec.pin()) {
       if (!SomeChipHasKnob(**tmpl, spec.workload(), knob))
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pin: ", codegen::OpName(spec.workload().op()), " on ", kind, " has no knob ", knob));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pin: ", codegen::OpName(spec.workload().op()), " on ", kind,
+                         " has no knob ", ShortQuote(knob)));
     }
   }
   return absl::OkStatus();
@@ -137,14 +222,14 @@ std::string NewId(char prefix, uint64_t entropy) {
 
 absl::Status ValidateJobId(const std::string& id, const std::string& field) {
   if (IsHexId(id, 'j')) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": '", id, "' is not a job id (expected j- and 12 hex digits)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": '", ShortQuote(id), "' is not a job id (expected j- and 12 hex digits)"));
 }
 
 absl::Status ValidateWorkerId(const std::string& id, const std::string& field) {
   if (IsHexId(id, 'w')) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": '", id, "' is not a worker id (expected w- and 12 hex digits)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": '", ShortQuote(id), "' is not a worker id (expected w- and 12 hex digits)"));
 }
 
 }  // namespace kiln::server

@@ -12,7 +12,14 @@ constexpr char kUsage[] =
     "                   --device cpu | opencl[:N] | cuda[:N] | sim:NAME | replay:PATH\n"
     "                   [--metrics-listen HOST:PORT] [--name NAME]\n"
     "                   [--trial-timeout SECONDS] [--trial-memory-mb MB] [--compile-ahead N]\n"
-    "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen 0.0.0.0:9465\n"
+    "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] [--token-file FILE]\n"
+    "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen "
+    "127.0.0.1:9465\n"
+    "security: --tls-ca: the CA of the coordinator's certificate (TLS); --tls-cert/--tls-key: "
+    "this\n"
+    "         worker's client certificate (coordinators with --tls-client-ca); --token-file: a "
+    "file\n"
+    "         whose first line is a worker token (kiln token create --role worker)\n"
     "devices: opencl:N is the N-th OpenCL device over all platforms (PoCL: the CPU); cuda:N the\n"
     "         N-th NVIDIA GPU; sim:systolic-RxC[-<S>kb][-<B>gbs][-<F>mhz] a simulated systolic\n"
     "         array (e.g. sim:systolic-128x128); see docs/backends.md\n";
@@ -43,6 +50,14 @@ int main(int argc, char** argv) {
       o.metrics_listen = v;
     else if (a == "--name")
       o.name = v;
+    else if (a == "--tls-ca")
+      o.tls_ca = v;
+    else if (a == "--tls-cert")
+      o.tls_cert = v;
+    else if (a == "--tls-key")
+      o.tls_key = v;
+    else if (a == "--token-file")
+      o.token_file = v;
     else if (a == "--trial-timeout") {
       o.trial_timeout_seconds = std::strtod(v.c_str(), &end);
       if (*end || o.trial_timeout_seconds <= 0) {

@@ -248,7 +248,7 @@ TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::
   if (step.layers() <= 0) step.set_layers(hardware::DefaultStepLayers(step.arch(), step.dtype()));
   *req.mutable_step() = step;
   // KILN_STEP_DUMP=DIR keeps each step request, to be replayed by hand with
-  // `KILN_STEP_PROFILE=1 kiln-worker --trial-child < DIR/step-N.pb` (per-operator profile).
+  // `KILN_STEP_PROFILE=1 kiln-worker --kiln-trial-child < DIR/step-N.pb` (per-operator profile).
   if (const char* dir = std::getenv("KILN_STEP_DUMP")) {
     static int dumped = 0;
     std::ofstream(absl::StrCat(dir, "/step-", ++dumped, ".pb"), std::ios::binary)

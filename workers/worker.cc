@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
+#include "common/client_auth.h"
 #include "hardware/device.h"
 #include "kiln/v1/worker_service.grpc.pb.h"
 #include "workers/sandbox.h"
@@ -32,12 +33,13 @@ std::string Hostname() {
 
 class WorkerImpl final : public Worker {
  public:
-  WorkerImpl(WorkerOptions o, std::unique_ptr<hardware::Device> device)
+  WorkerImpl(WorkerOptions o, std::unique_ptr<hardware::Device> device, ClientAuth auth)
       : o_(std::move(o)),
         device_(std::move(device)),
         metrics_(device_->Fingerprint().chip_type()),
+        auth_(std::move(auth)),
         stub_(v1::WorkerService::NewStub(
-            grpc::CreateChannel(o_.coordinator, grpc::InsecureChannelCredentials()))) {
+            grpc::CreateChannel(o_.coordinator, auth_.ChannelCredentials()))) {
     if (o_.name.empty()) o_.name = absl::StrCat(Hostname(), "-", o_.device);
     limits_.timeout_seconds = o_.trial_timeout_seconds;
     limits_.memory_bytes = o_.trial_memory_bytes;
@@ -105,6 +107,7 @@ class WorkerImpl final : public Worker {
   std::unique_ptr<grpc::ClientContext> Ctx(int seconds) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+    auth_.Apply(ctx.get());  // every call to the coordinator is made here
     return ctx;
   }
 
@@ -318,6 +321,7 @@ class WorkerImpl final : public Worker {
   WorkerOptions o_;
   std::unique_ptr<hardware::Device> device_;
   WorkerMetrics metrics_;
+  ClientAuth auth_;  // before stub_: the channel is made from it
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   SandboxLimits limits_;
   TrialServer trial_server_;  // measures tuning trials; stopped while there is no work
@@ -336,9 +340,12 @@ class WorkerImpl final : public Worker {
 absl::StatusOr<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& o) {
   if (o.trial_timeout_seconds <= 0)
     return absl::InvalidArgumentError("--trial-timeout: must be > 0");
+  // Credentials are read once, before the device is opened: a missing file fails at once.
+  auto auth = ClientAuth::Load({o.tls_ca, o.tls_cert, o.tls_key, o.token_file});
+  if (!auth.ok()) return auth.status();
   auto device = hardware::OpenDevice(o.device);
   if (!device.ok()) return device.status();
-  auto w = std::make_unique<WorkerImpl>(o, std::move(*device));
+  auto w = std::make_unique<WorkerImpl>(o, std::move(*device), std::move(*auth));
   if (auto s = w->Init(); !s.ok()) return s;
   return std::unique_ptr<Worker>(std::move(w));
 }

@@ -13,12 +13,15 @@ namespace kiln::workers {
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:50051";
   std::string device = "cpu";
-  std::string name;                             // default: hostname-device
-  std::string metrics_listen = "0.0.0.0:9465";  // empty: none
-  double trial_timeout_seconds = 30;            // wall clock for one sandboxed trial
-  long long trial_memory_bytes = 8LL << 30;     // RLIMIT_AS of the trial child
+  std::string name;                               // default: hostname-device
+  std::string metrics_listen = "127.0.0.1:9465";  // empty: none
+  double trial_timeout_seconds = 30;              // wall clock for one sandboxed trial
+  long long trial_memory_bytes = 8LL << 30;       // RLIMIT_AS of the trial child
   int compile_ahead = 4;  // trials leased at once; their kernels are compiled in parallel first
   bool quiet = false;
+  // TLS to the coordinator (--tls-ca; with --tls-cert/--tls-key, the worker's client certificate
+  // for a coordinator with --tls-client-ca) and the worker token (--token-file). Empty: none.
+  std::string tls_ca, tls_cert, tls_key, token_file;
 };
 
 class Worker {

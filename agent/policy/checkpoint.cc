@@ -3,11 +3,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/policy/torch_modules.h"
 #include "agent/strategy.h"
+#include "common/text.h"
 
 namespace kiln::agent {
 namespace {
@@ -23,6 +28,24 @@ bool IsFile(const std::string& p) {
 void MakeParents(const std::string& path) {
   for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
     mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// Writes `data` to `path` through a temporary file beside it, renamed over `path` once every
+// byte is on disk; on any failure `path` is untouched and the temporary file removed.
+absl::Status WriteFileReplacing(const std::string& path, const std::string& data) {
+  const std::string tmp = absl::StrCat(path, ".tmp", getpid());
+  auto fail = [&](const char* what) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("checkpoint ", path, ": cannot ", what, ": ", why));
+  };
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return fail("create a temporary file");
+  const bool written = std::fwrite(data.data(), 1, data.size(), f) == data.size() &&
+                       std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (std::fclose(f) != 0 || !written) return fail("write");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename into place");
+  return absl::OkStatus();
 }
 
 std::string FirstLine(const char* what) {
@@ -47,13 +70,15 @@ absl::Status SaveCheckpoint(const std::string& path, PolicyNet* policy, CostMode
       cost->impl().net->save(c);
       archive.write("cost_model", c);
     }
+    // Serialized in memory first: LibTorch's file writer reports a failed write (a full disk)
+    // from its destructor, where the exception cannot be caught and ends the process. The
+    // bytes then go to a temporary file with checked plain I/O and are renamed into place, so
+    // that a failed save leaves the previous checkpoint whole.
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    if (!bytes) return absl::InternalError(absl::StrCat("checkpoint ", path, ": cannot serialize"));
     MakeParents(path);
-    std::string tmp = absl::StrCat(path, ".tmp", getpid());
-    archive.save_to(tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("checkpoint ", path, ": cannot rename into place"));
-    }
+    return WriteFileReplacing(path, bytes.str());
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("checkpoint ", path, ": ", FirstLine(e.what())));
   }
@@ -101,14 +126,21 @@ void CopySharedWeights(CostModel& from, CostModel& to) {
 }
 
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& name) {
-  if (IsFile(name)) return name;
-  std::string dir = ModelDirectory();
-  if (!dir.empty() && name.find('/') == std::string::npos)
+  bool well_formed = !name.empty() && name.size() <= kMaxCheckpointNameChars && name.front() != '.';
+  for (char c : name)
+    well_formed = well_formed && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
+  if (!well_formed)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", ShortQuote(name), "' is not a checkpoint name: expected 1 to ",
+        kMaxCheckpointNameChars,
+        " of A-Z a-z 0-9 . _ - not starting with '.' (a file in the checkpoint directory, "
+        "not a path)"));
+  const std::string dir = CheckpointDirectory();
+  if (!dir.empty())
     for (const std::string& p : {absl::StrCat(dir, "/", name), absl::StrCat(dir, "/", name, ".pt")})
       if (IsFile(p)) return p;
-  return absl::NotFoundError(absl::StrCat(
-      "checkpoint '", name, "' is neither a file nor a model in the model directory",
-      dir.empty() ? " (none set: --model-dir or $KILN_MODEL_DIR)" : absl::StrCat(" ", dir)));
+  return absl::NotFoundError(
+      absl::StrCat("checkpoint '", name, "' not found in the checkpoint directory"));
 }
 
 }  // namespace kiln::agent

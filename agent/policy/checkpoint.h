@@ -19,7 +19,12 @@ absl::Status LoadCheckpoint(const std::string& path, PolicyNet* policy, CostMode
 void CopySharedWeights(PolicyNet& from, PolicyNet& to);
 void CopySharedWeights(CostModel& from, CostModel& to);
 
-// An existing file `name`, or NAME / NAME.pt in the model directory.
+// The path of the checkpoint NAME: CheckpointDirectory()/NAME, or NAME.pt there, a regular
+// file. NAME matches [A-Za-z0-9._-]{1,128} and does not start with '.'. Every refusal of a
+// well-formed name reads the same whether or not anything exists under it elsewhere, and a
+// malformed one is refused before the file system is asked, so a job learns nothing of the
+// coordinator's files.
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& name);
+inline constexpr size_t kMaxCheckpointNameChars = 128;
 
 }  // namespace kiln::agent

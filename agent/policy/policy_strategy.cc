@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <unordered_set>
 
@@ -208,7 +209,11 @@ class PolicyStrategy final : public Strategy {
   void SetPriorClip();
   void Save() {
     if (!ctx_.save_checkpoint.empty() && !ledger_.results().empty()) {
-      SaveCheckpoint(ctx_.save_checkpoint, policy_.get(), cost_.get()).IgnoreError();
+      // A failed save (a full disk) costs only the checkpoint: the search goes on.
+      absl::Status saved = SaveCheckpoint(ctx_.save_checkpoint, policy_.get(), cost_.get());
+      if (!saved.ok())
+        std::fprintf(stderr, "kiln: policy checkpoint not saved: %s\n",
+                     std::string(saved.message()).c_str());
       saved_at_ = ledger_.results().size();
     }
   }

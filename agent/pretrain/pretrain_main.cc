@@ -21,11 +21,13 @@ constexpr char kUsage[] =
     "usage: kiln-agent pretrain --data FILE... [--out PATH] [--cost-steps N] [--policy-steps N]\n"
     "                           [--seed S] [--eval FILE...]\n"
     "  Pre-trains the policy network and cost model for transfer; a job starts from the result\n"
-    "  with --strategy policy:PATH (or policy:NAME for NAME.pt in the model directory).\n"
+    "  with --strategy policy:NAME, NAME.pt being the file in the coordinator's checkpoint\n"
+    "  directory (DATA_DIR/checkpoints, or its --checkpoint-dir); jobs name checkpoints, never\n"
+    "  paths.\n"
     "  FILE: a Kernel Tuner cache file (JSON), Kiln tuning records (JSON Lines of\n"
     "  kiln.v1.TuningRecord, or {\"records\": [...]}), or a coordinator's SQLite store (*.db),\n"
     "  whose records train one set per workload and chip type.\n"
-    "  --out defaults to $KILN_MODEL_DIR/pretrained.pt.\n"
+    "  --out defaults to $KILN_CHECKPOINT_DIR/pretrained.pt.\n"
     "  --eval: sets not trained on; for each, how well the trained cost model ranks it (rank\n"
     "  accuracy, and where its favourite configurations fall in the set's true order).\n";
 
@@ -113,11 +115,11 @@ int Pretrain(const std::vector<std::string>& args) {
     return 2;
   }
   if (out.empty()) {
-    if (kiln::agent::ModelDirectory().empty()) {
-      std::fprintf(stderr, "kiln-agent pretrain: give --out PATH (or set $KILN_MODEL_DIR)\n");
+    if (kiln::agent::CheckpointDirectory().empty()) {
+      std::fprintf(stderr, "kiln-agent pretrain: give --out PATH (or set $KILN_CHECKPOINT_DIR)\n");
       return 2;
     }
-    out = kiln::agent::ModelDirectory() + "/pretrained.pt";
+    out = kiln::agent::CheckpointDirectory() + "/pretrained.pt";
   }
   // Every file of `paths` as training sets (a store gives one per workload and chip type).
   auto load = [](const std::vector<std::string>& paths,

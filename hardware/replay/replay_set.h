@@ -68,6 +68,11 @@ class ReplaySet {
 // in protobuf's JSON mapping, or {"records": [...]}). Errors name the file and the problem.
 absl::StatusOr<std::shared_ptr<const ReplaySet>> ParseReplaySet(absl::string_view text,
                                                                 const std::string& name);
+// Reads a regular file of at most kMaxReplayFileBytes (the largest published Kernel Tuner caches
+// are tens of MB) and parses it; anything else is refused with the file's name and the reason.
+inline constexpr size_t kMaxReplayFileBytes = size_t{256} << 20;
+// Replay files nest a few levels; deeper ones are refused before parsing.
+inline constexpr int kMaxReplayJsonDepth = 64;
 absl::StatusOr<std::shared_ptr<const ReplaySet>> LoadReplaySet(const std::string& path);
 
 // Kiln tuning records (e.g. a coordinator store's), one set per (workload, chip type), named

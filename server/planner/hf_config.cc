@@ -1,5 +1,6 @@
 // HuggingFace config.json -> ModelArch for the llama, mistral, qwen2, mixtral and mamba
 // architectures. Every error names the config field and the rule it breaks.
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -7,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/text.h"
 #include "server/planner/planner.h"
 
 namespace kiln::server {
@@ -18,34 +20,69 @@ absl::Status Bad(const std::string& field, const std::string& rule) {
   return absl::InvalidArgumentError(absl::StrCat("hf_config_json: ", field, ": ", rule));
 }
 
-// A required (or defaulted) positive integer field.
-absl::StatusOr<int> Int(const Json& j, const char* field, std::optional<int> fallback = {}) {
+// A value as the config has it, for an error message: a short prefix of its JSON text.
+std::string Shown(const Json& v) {
+  // Containers are not dumped whole (a deep or large one would be costly and echoed).
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  return ShortQuote(v.dump());
+}
+
+// The most each integer field may hold: generous beside the largest published models (hidden
+// 16384-25600, vocab 256000, 128 experts), small enough that every product the planner and the
+// operator graph form (e.g. experts x intermediate x hidden x layers) fits in 64 bits and every
+// dimension it derives fits in an int. A field outside its range is named.
+constexpr int64_t kMaxHidden = 1 << 17;        // hidden_size, intermediate_size
+constexpr int64_t kMaxLayers = 1 << 12;        // num_hidden_layers
+constexpr int64_t kMaxHeads = 1 << 12;         // attention and key/value heads
+constexpr int64_t kMaxHeadDim = 1 << 12;       // head_dim
+constexpr int64_t kMaxVocab = 1 << 22;         // vocab_size
+constexpr int64_t kMaxExperts = 1 << 12;       // num_local_experts, num_experts_per_tok
+constexpr int64_t kMaxSsmState = 1 << 12;      // state_size
+constexpr int64_t kMaxConvKernel = 1 << 8;     // conv_kernel
+constexpr int64_t kMaxExpand = 64;             // expand
+constexpr int64_t kMaxTimeStepRank = 1 << 17;  // time_step_rank
+
+// A required (or defaulted) integer field in 1..max.
+absl::StatusOr<int> Int(const Json& j, const char* field, int64_t max,
+                        std::optional<int> fallback = {}) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
     return Bad(field, "is missing");
   }
   if (!it->is_number_integer())
-    return Bad(field, absl::StrCat("must be an integer, got ", it->dump()));
+    return Bad(field, absl::StrCat("must be an integer, got ", Shown(*it)));
+  // Unsigned JSON integers above INT64_MAX would wrap in get<int64_t>().
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max))
+    return Bad(field, absl::StrCat("must be in 1..", max, ", got ", Shown(*it)));
   const int64_t v = it->get<int64_t>();
-  if (v < 1 || v > (1 << 24))
-    return Bad(field, absl::StrCat("must be in 1..", 1 << 24, ", got ", v));
+  if (v < 1 || v > max) return Bad(field, absl::StrCat("must be in 1..", max, ", got ", v));
   return static_cast<int>(v);
+}
+
+// a * b in 64 bits, refused (naming `field`) above `max` instead of overflowing.
+absl::StatusOr<int64_t> CheckedProduct(const char* field, int64_t a, int64_t b, int64_t max) {
+  int64_t p = 0;
+  if (__builtin_mul_overflow(a, b, &p) || p > max)
+    return Bad(field, absl::StrCat(a, " x ", b, " exceeds ", max));
+  return p;
 }
 
 absl::StatusOr<double> Num(const Json& j, const char* field, double fallback) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return Bad(field, absl::StrCat("must be a number, got ", it->dump()));
+  if (!it->is_number()) return Bad(field, absl::StrCat("must be a number, got ", Shown(*it)));
   const double v = it->get<double>();
-  if (!(v > 0)) return Bad(field, absl::StrCat("must be > 0, got ", v));
+  if (!(v > 0) || !std::isfinite(v))
+    return Bad(field, absl::StrCat("must be a finite number > 0, got ", v));
   return v;
 }
 
 absl::StatusOr<bool> Bool(const Json& j, const char* field, bool fallback) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return Bad(field, absl::StrCat("must be true or false, got ", it->dump()));
+  if (!it->is_boolean()) return Bad(field, absl::StrCat("must be true or false, got ", Shown(*it)));
   return it->get<bool>();
 }
 
@@ -63,7 +100,7 @@ absl::StatusOr<std::string> ModelType(const Json& j) {
     const std::string name = (*it)[0].get<std::string>();
     auto a = kArch.find(name);
     if (a == kArch.end())
-      return Bad("architectures", absl::StrCat("unknown architecture '", name,
+      return Bad("architectures", absl::StrCat("unknown architecture '", ShortQuote(name),
                                                "'; supported: LlamaForCausalLM, "
                                                "MistralForCausalLM, Qwen2ForCausalLM, "
                                                "MixtralForCausalLM, MambaForCausalLM"));
@@ -76,7 +113,7 @@ absl::StatusOr<std::string> ModelType(const Json& j) {
     bool known = false;
     for (const auto& [cls, t] : kArch) known = known || t == type;
     if (!known)
-      return Bad("model_type", absl::StrCat("unknown architecture '", type,
+      return Bad("model_type", absl::StrCat("unknown architecture '", ShortQuote(type),
                                             "'; supported: llama, mistral, qwen2, mixtral, mamba"));
   }
   if (type.empty() && from_arch.empty())
@@ -91,16 +128,20 @@ absl::StatusOr<v1::ModelArch> Transformer(const Json& j, const std::string& type
   v1::ModelArch a;
   a.set_name(type);
   a.set_family(type == "mixtral" ? "mixtral" : "llama");
-  ASSIGN_OR_RETURN(int hidden, Int(j, "hidden_size"));
-  ASSIGN_OR_RETURN(int inter, Int(j, "intermediate_size"));
-  ASSIGN_OR_RETURN(int layers, Int(j, "num_hidden_layers"));
-  ASSIGN_OR_RETURN(int heads, Int(j, "num_attention_heads"));
-  ASSIGN_OR_RETURN(int kv, Int(j, "num_key_value_heads", heads));
-  ASSIGN_OR_RETURN(int vocab, Int(j, "vocab_size"));
+  ASSIGN_OR_RETURN(int hidden, Int(j, "hidden_size", kMaxHidden));
+  ASSIGN_OR_RETURN(int inter, Int(j, "intermediate_size", kMaxHidden));
+  ASSIGN_OR_RETURN(int layers, Int(j, "num_hidden_layers", kMaxLayers));
+  ASSIGN_OR_RETURN(int heads, Int(j, "num_attention_heads", kMaxHeads));
+  ASSIGN_OR_RETURN(int kv, Int(j, "num_key_value_heads", kMaxHeads, heads));
+  ASSIGN_OR_RETURN(int vocab, Int(j, "vocab_size", kMaxVocab));
   if (hidden % heads != 0 && !j.contains("head_dim"))
     return Bad("num_attention_heads",
                absl::StrCat(heads, " does not divide hidden_size ", hidden, " (and no head_dim)"));
-  ASSIGN_OR_RETURN(int head_dim, Int(j, "head_dim", hidden / heads));
+  ASSIGN_OR_RETURN(int head_dim, Int(j, "head_dim", kMaxHeadDim, hidden / heads));
+  // The attention projections' width, (heads + 2 kv_heads) x head_dim, is a GEMM dimension.
+  RETURN_IF_ERROR(
+      CheckedProduct("head_dim", heads + 2 * static_cast<int64_t>(kv), head_dim, kMaxHidden * 8)
+          .status());
   if (heads % kv != 0)
     return Bad("num_key_value_heads",
                absl::StrCat(kv, " does not divide num_attention_heads ", heads));
@@ -122,8 +163,8 @@ absl::StatusOr<v1::ModelArch> Transformer(const Json& j, const std::string& type
   a.set_tie_embeddings(tie);
   a.set_qkv_bias(bias);
   if (type == "mixtral") {
-    ASSIGN_OR_RETURN(int experts, Int(j, "num_local_experts"));
-    ASSIGN_OR_RETURN(int topk, Int(j, "num_experts_per_tok"));
+    ASSIGN_OR_RETURN(int experts, Int(j, "num_local_experts", kMaxExperts));
+    ASSIGN_OR_RETURN(int topk, Int(j, "num_experts_per_tok", kMaxExperts));
     if (topk > experts)
       return Bad("num_experts_per_tok", absl::StrCat(topk, " exceeds num_local_experts ", experts));
     a.set_experts(experts);
@@ -136,19 +177,21 @@ absl::StatusOr<v1::ModelArch> Mamba(const Json& j) {
   v1::ModelArch a;
   a.set_name("mamba");
   a.set_family("mamba");
-  ASSIGN_OR_RETURN(int hidden, Int(j, "hidden_size"));
-  ASSIGN_OR_RETURN(int layers, Int(j, "num_hidden_layers"));
-  ASSIGN_OR_RETURN(int vocab, Int(j, "vocab_size"));
-  ASSIGN_OR_RETURN(int state, Int(j, "state_size", 16));
-  ASSIGN_OR_RETURN(int conv, Int(j, "conv_kernel", 4));
-  ASSIGN_OR_RETURN(int expand, Int(j, "expand", 2));
-  ASSIGN_OR_RETURN(int inner, Int(j, "intermediate_size", expand * hidden));
-  if (inner != expand * hidden)
+  ASSIGN_OR_RETURN(int hidden, Int(j, "hidden_size", kMaxHidden));
+  ASSIGN_OR_RETURN(int layers, Int(j, "num_hidden_layers", kMaxLayers));
+  ASSIGN_OR_RETURN(int vocab, Int(j, "vocab_size", kMaxVocab));
+  ASSIGN_OR_RETURN(int state, Int(j, "state_size", kMaxSsmState, 16));
+  ASSIGN_OR_RETURN(int conv, Int(j, "conv_kernel", kMaxConvKernel, 4));
+  ASSIGN_OR_RETURN(int expand, Int(j, "expand", kMaxExpand, 2));
+  // d_inner = expand x hidden_size is itself a GEMM dimension: bounded like intermediate_size.
+  ASSIGN_OR_RETURN(int64_t expanded, CheckedProduct("expand", expand, hidden, kMaxHidden));
+  ASSIGN_OR_RETURN(int inner, Int(j, "intermediate_size", kMaxHidden, static_cast<int>(expanded)));
+  if (inner != expanded)
     return Bad("intermediate_size",
-               absl::StrCat(inner, " contradicts expand * hidden_size = ", expand * hidden));
+               absl::StrCat(inner, " contradicts expand * hidden_size = ", expanded));
   int rank = (hidden + 15) / 16;
   if (auto it = j.find("time_step_rank"); it != j.end() && !(it->is_string() && *it == "auto")) {
-    ASSIGN_OR_RETURN(rank, Int(j, "time_step_rank"));
+    ASSIGN_OR_RETURN(rank, Int(j, "time_step_rank", kMaxTimeStepRank));
   }
   ASSIGN_OR_RETURN(double eps, Num(j, "layer_norm_epsilon", 1e-5));
   ASSIGN_OR_RETURN(bool tie, Bool(j, "tie_word_embeddings", true));

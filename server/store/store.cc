@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "server/store/sqlite/sqlite_store.h"
 #ifdef KILN_WITH_POSTGRES
 #include "server/store/postgres/postgres_store.h"
@@ -31,6 +32,13 @@ std::string RedactStoreSpec(const std::string& spec) {
     out.replace(p, end == std::string::npos ? std::string::npos : end - p, "***");
   }
   return out;
+}
+
+absl::StatusOr<std::optional<v1::Job>> Store::LoadJob(const std::string& job_id) {
+  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, LoadJobs());
+  for (auto& j : jobs)
+    if (j.id() == job_id) return std::optional<v1::Job>(std::move(j));
+  return std::optional<v1::Job>();
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,

@@ -17,8 +17,10 @@ struct WriteBatch {
   std::vector<v1::Trial> trials;
   std::vector<v1::WorkerInfo> workers;
   std::vector<v1::TuningRecord> records;
+  std::vector<std::string> removed_workers;  // ids of workers deleted (purged after silence)
   bool empty() const {
-    return jobs.empty() && trials.empty() && workers.empty() && records.empty();
+    return jobs.empty() && trials.empty() && workers.empty() && records.empty() &&
+           removed_workers.empty();
   }
 };
 
@@ -28,6 +30,8 @@ class Store {
   // Upserts every item of the batch in one transaction.
   virtual absl::Status Write(const WriteBatch& batch) = 0;
   virtual absl::StatusOr<std::vector<v1::Job>> LoadJobs() = 0;
+  // One job, or nullopt when the store has none of that id. The default scans LoadJobs().
+  virtual absl::StatusOr<std::optional<v1::Job>> LoadJob(const std::string& job_id);
   virtual absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& job_id) = 0;
   virtual absl::StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() = 0;
   // The record of this exact (workload, chip type, config), if one was measured.

@@ -168,10 +168,15 @@ TEST(PolicyStrategy, WarmStartsFromACheckpointAndSavesPerTask) {
   }  // saved when the strategy goes away
   c.save_checkpoint.clear();
   c.persist = false;
-  auto warm = NewStrategy("policy:" + dir + "/task.pt", c);
+  // Jobs name checkpoints in the checkpoint directory, with or without ".pt"; paths are refused.
+  SetCheckpointDirectory(dir);
+  auto warm = NewStrategy("policy:task.pt", c);
   ASSERT_TRUE(warm.ok()) << warm.status();
   EXPECT_EQ((*warm)->Propose(1).size(), 1u);
-  EXPECT_FALSE(NewStrategy("policy:" + dir + "/absent.pt", c).ok());
+  EXPECT_TRUE(NewStrategy("policy:task", c).ok());
+  EXPECT_FALSE(NewStrategy("policy:absent", c).ok());
+  EXPECT_FALSE(NewStrategy("policy:" + dir + "/task.pt", c).ok());
+  SetCheckpointDirectory("");
   std::remove((dir + "/task.pt").c_str());
 }
 

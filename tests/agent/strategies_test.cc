@@ -1,5 +1,7 @@
 // Every strategy: valid, never repeats, deterministic per seed, finds a small space's optimum.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "agent/strategy.h"
@@ -121,10 +123,44 @@ TEST(StrategyNames, DefaultAndCheckpointSyntax) {
   EXPECT_TRUE(CheckStrategyName("default").ok());
   EXPECT_TRUE(CheckStrategyName(kDefaultStrategy).ok());
   EXPECT_FALSE(CheckStrategyName("annealing:x").ok());
-  auto missing = CheckStrategyName("policy:/nonexistent/model.pt");
+  auto missing = CheckStrategyName("policy:model.pt");
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(missing.message().find("model.pt"), std::string::npos);
   EXPECT_EQ(CheckStrategyName("bogus").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A job may name a checkpoint, never a path: whether a file exists outside the checkpoint
+// directory must not change the answer (no existence oracle), and nothing outside is opened.
+TEST(StrategyNames, CheckpointsAreNamedNotPathed) {
+  const std::string dir = ::testing::TempDir() + "/kiln-ckpt-names";
+  std::filesystem::create_directories(dir + "/sub");
+  std::ofstream(dir + "/good.pt") << "x";
+  std::ofstream(dir + "/.hidden") << "x";
+  SetCheckpointDirectory(dir);
+  EXPECT_TRUE(CheckStrategyName("policy:good").ok());
+  EXPECT_TRUE(CheckStrategyName("policy:good.pt").ok());
+  // Present and absent files outside the directory read the same.
+  for (const char* path : {"/etc/passwd", "/etc/kiln-does-not-exist"}) {
+    auto s = CheckStrategyName(std::string("policy:") + path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_NE(s.message().find("not a checkpoint name"), std::string::npos) << s.message();
+  }
+  auto a = CheckStrategyName("policy:passwd"), b = CheckStrategyName("policy:no-such-name");
+  EXPECT_EQ(a.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(a.message()).replace(a.message().find("passwd"), 6, "N"),
+            std::string(b.message()).replace(b.message().find("no-such-name"), 12, "N"));
+  EXPECT_NE(b.message().find("not found in the checkpoint directory"), std::string::npos);
+  for (const std::string& bad :
+       std::vector<std::string>{"../good.pt", "sub/../good.pt", ".hidden", "..", "", "a b", "a\\b",
+                                std::string(129, 'a')})
+    EXPECT_FALSE(CheckStrategyName("policy:" + bad).ok()) << bad;
+  EXPECT_TRUE(CheckStrategyName("policy:" + std::string(128, 'a')).code() ==
+              absl::StatusCode::kInvalidArgument);  // well formed, absent
+  // The error quotes a short prefix of a huge name, not all of it.
+  auto huge = CheckStrategyName("policy:" + std::string(100000, '/'));
+  EXPECT_LT(huge.message().size(), 400u);
+  SetCheckpointDirectory("");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(StrategyContext, LargeSpacesAreSampledNotEnumerated) {

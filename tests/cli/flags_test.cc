@@ -1,6 +1,8 @@
 // Tests of the kiln command-line parser: commands, global flags and JOB-FLAGS.
 #include "cli/flags.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -194,6 +196,31 @@ TEST(FlagsTest, ModelJobs) {
   std::remove(path.c_str());
   EXPECT_THAT(Error({"submit", "--hf-config", "/nonexistent/config.json", "--chip", "cpu"}),
               HasSubstr("--hf-config: cannot read '/nonexistent/config.json'"));
+}
+
+// --hf-config reads regular files only, up to 1 MiB: /dev/zero, a FIFO or a directory would
+// read forever, block, or fail obscurely.
+TEST(FlagsTest, HfConfigReadsOnlyRegularFilesOfBoundedSize) {
+  EXPECT_THAT(Error({"submit", "--hf-config", "/dev/zero", "--chip", "cpu"}),
+              HasSubstr("--hf-config: '/dev/zero' is not a regular file"));
+  EXPECT_THAT(Error({"submit", "--hf-config", "/tmp", "--chip", "cpu"}),
+              HasSubstr("is not a regular file"));
+  const std::string fifo = ::testing::TempDir() + "/kiln-hf-fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(Error({"submit", "--hf-config", fifo, "--chip", "cpu"}),
+              HasSubstr("is not a regular file"));
+  std::remove(fifo.c_str());
+  const std::string big = ::testing::TempDir() + "/kiln-hf-big.json";
+  std::ofstream(big) << std::string(kMaxHfConfigFileBytes + 1, ' ');
+  EXPECT_THAT(Error({"submit", "--hf-config", big, "--chip", "cpu"}),
+              HasSubstr("bytes; a config.json is at most 1048576 (1 MiB)"));
+  std::remove(big.c_str());
+  // A path too long to echo whole is quoted in part.
+  EXPECT_LT(
+      Error({"submit", "--hf-config", "/nonexistent/" + std::string(5000, 'p'), "--chip", "cpu"})
+          .size(),
+      600u);
 }
 
 TEST(FlagsTest, TuneNeedsLocalAndTakesDataDir) {

@@ -1,5 +1,7 @@
 // The replay backend: parsing Kernel Tuner caches and Kiln records (good, malformed, truncated),
 // answering trials, and carrying its space to the coordinator in the fingerprint.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -94,6 +96,58 @@ TEST(ReplaySet, MalformedFilesAreClearErrors) {
     EXPECT_NE(set.status().message().find(c.says), std::string::npos)
         << c.text << " -> " << set.status().message();
   }
+}
+
+// A replay file is read whole, so only a regular file of bounded size is read; numbers that do
+// not fit their field and deep nesting are refused with a clear error, not undefined behaviour
+// or a stack overflow.
+TEST(ReplaySet, HugeOddAndMalformedFilesAreClearErrors) {
+  for (const char* path : {"/dev/zero", "/tmp"}) {
+    auto set = LoadReplaySet(path);
+    ASSERT_FALSE(set.ok()) << path;
+    EXPECT_NE(set.status().message().find("not a regular file"), std::string::npos)
+        << set.status().message();
+  }
+  const std::string sparse = ::testing::TempDir() + "/kiln-replay-huge.json";
+  {
+    std::ofstream f(sparse);
+    f << "{";
+  }
+  ASSERT_EQ(truncate(sparse.c_str(), static_cast<off_t>(kMaxReplayFileBytes) + 1), 0);
+  auto huge = LoadReplaySet(sparse);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("a replay file may have"), std::string::npos)
+      << huge.status().message();
+  std::remove(sparse.c_str());
+
+  std::string good = kGood;
+  const std::string deep = "{\"records\": [" + std::string(100000, '[') + "]}";
+  std::string bad_size = good;
+  bad_size.replace(bad_size.find("[64, 32]"), 8, "[1e300, 32]");
+  struct Case {
+    std::string text;
+    const char* says;
+  } cases[] = {
+      {deep, "nested deeper than 64"},
+      {bad_size, "problem_size: expected non-negative integers"},
+      {R"({"workload_key": "k", "chip_type": "c", "config": {"knobs": {"A": 1}},
+          "measurement": {"status": "OK", "median_us": "Infinity"}})",
+       "finite positive median"},
+  };
+  for (const auto& c : cases) {
+    auto set = Parse(c.text);
+    ASSERT_FALSE(set.ok()) << c.text.substr(0, 200);
+    EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(set.status().message().find(c.says), std::string::npos)
+        << c.text.substr(0, 200) << " -> " << set.status().message();
+  }
+  // Non-positive samples are dropped, the rest kept.
+  std::string bad_sample = good;
+  bad_sample.replace(bad_sample.find("[1.4, 1.5, 1.6]"), 15, "[1.4, -1, 0]");
+  auto kept = Parse(bad_sample);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  for (const auto& e : (*kept)->entries)
+    for (double us : e.samples_us) EXPECT_GT(us, 0);
 }
 
 TEST(ReplaySet, TruncatedFilesAreClearErrorsAtEveryCut) {

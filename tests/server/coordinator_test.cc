@@ -44,7 +44,7 @@ class CoordinatorTest : public ::testing::Test {
     r.set_name("w");
     *r.mutable_chip() = CpuChip();
     r.set_worker_id(id);
-    auto resp = core_->Register(r);
+    auto resp = core_->Register(r, "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp->worker_id();
   }
@@ -53,7 +53,7 @@ class CoordinatorTest : public ::testing::Test {
     v1::LeaseTrialsRequest r;
     r.set_worker_id(worker);
     r.set_max_trials(n);
-    auto resp = core_->LeaseTrials(r);
+    auto resp = core_->LeaseTrials(r, "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return {resp->trials().begin(), resp->trials().end()};
   }
@@ -67,7 +67,7 @@ class CoordinatorTest : public ::testing::Test {
     res->set_attempt(t.attempt());
     *res->mutable_measurement() = m;
     res->set_implementation(t.kind() == v1::BASELINE ? "openblas-sgemm" : "kiln");
-    auto resp = core_->ReportResults(r);
+    auto resp = core_->ReportResults(r, "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return *resp;
   }
@@ -194,8 +194,8 @@ TEST_F(CoordinatorTest, ReportsAreIdempotentPerAttempt) {
   auto t = Lease(w).at(0);
   EXPECT_EQ(Report(w, t, Ok(10)).accepted(), 1);
   EXPECT_EQ(Report(w, t, Ok(10)).duplicates(), 1);
-  t.set_attempt(7);
-  EXPECT_EQ(Report(w, t, Ok(10)).stale(), 1);
+  t.set_attempt(7);  // an attempt never leased: not the lease holder's report
+  EXPECT_EQ(Report(w, t, Ok(10)).refused(), 1);
 }
 
 TEST_F(CoordinatorTest, SilentWorkersLeaseExpiresAndTheTrialIsRequeued) {
@@ -221,7 +221,7 @@ TEST_F(CoordinatorTest, HeartbeatsKeepLeasesAlive) {
     clock_.Advance(3000);
     v1::HeartbeatRequest hb;
     hb.set_worker_id(w);
-    EXPECT_TRUE(core_->Heartbeat(hb)->known());
+    EXPECT_TRUE(core_->Heartbeat(hb, "")->known());
     core_->Tick();
   }
   EXPECT_EQ(Report(w, t, Ok(10)).accepted(), 1);
@@ -654,6 +654,7 @@ TEST_F(CoordinatorTest, AllFailedTrialsFailTheJob) {
     v1::Measurement m;
     m.set_status(ts[0].kind() == v1::BASELINE ? v1::OK : v1::CRASHED);
     m.set_median_us(1);
+    m.add_samples_us(1);
     Report(w, ts[0], m);
   }
   auto job = *core_->GetJob(id);
@@ -679,9 +680,9 @@ TEST_F(CoordinatorTest, TimeBudgetEndsTheJob) {
 TEST_F(CoordinatorTest, UnknownWorkerMustRegister) {
   v1::LeaseTrialsRequest r;
   r.set_worker_id("w-00000000abcd");
-  EXPECT_EQ(core_->LeaseTrials(r).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->LeaseTrials(r, "").status().code(), absl::StatusCode::kNotFound);
   r.set_worker_id("bogus");
-  EXPECT_EQ(core_->LeaseTrials(r).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->LeaseTrials(r, "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

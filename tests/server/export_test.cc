@@ -82,5 +82,40 @@ TEST(ExportTest, NothingToExportIsAPreconditionNamingWhy) {
   EXPECT_THAT(unbound.status().message(), HasSubstr("has not run on any worker yet"));
 }
 
+// Strings a worker or a job chose (the chip's model and type, the workload key) cannot leave
+// the comment they are written into: no newline, no "*/", no line-splicing backslash.
+TEST(ExportTest, StringsInTheSourceCannotLeaveTheirComment) {
+  v1::Job job = GemmJob();
+  job.mutable_chip()->set_model("x\n__attribute__((constructor)) void f(){}");
+  job.mutable_chip()->set_chip_type("cpu-x86_64 */ int evil; /* \\");
+  job.mutable_tasks(0)->set_workload_key("gemm\r\n#include </etc/passwd>\\");
+  auto out = ExportJobKernels(job);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::string& src = out->kernels(0).source();
+  const std::string first_lines = src.substr(0, src.find("#define"));
+  size_t start = 0;
+  int lines = 0;
+  for (size_t nl; (nl = first_lines.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string line = first_lines.substr(start, nl - start);
+    ++lines;
+    EXPECT_TRUE(line.empty() || line.rfind("// ", 0) == 0)
+        << "a header line leaves the comment: " << line;
+    EXPECT_EQ(line.find('\\'), std::string::npos) << line;
+    EXPECT_EQ(line.find("*/"), std::string::npos) << line;
+    EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+  }
+  EXPECT_EQ(lines, 4);  // the same four header lines as for an ordinary chip
+  EXPECT_THAT(src, HasSubstr("(x%0A__attribute__((constructor)) void f(){}, 2 cores)"));
+  EXPECT_THAT(src, HasSubstr("// Kiln kernel for gemm%0D%0A#include </etc/passwd>%5C,"));
+  // The file names stay plain whatever the key holds.
+  EXPECT_EQ(out->kernels(0).file_name(), "gemminclude_etcpasswd.cc");
+  // ...and the source still builds.
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/escaped-export.cc", so = dir + "/escaped-export.so";
+  std::ofstream(file) << src;
+  const std::string cmd = "c++ -O1 -fopenmp -shared -fPIC -o " + so + " " + file + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -41,13 +41,13 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
   v1::RegisterRequest reg;
   reg.set_name("lab-1");
   *reg.mutable_chip() = CpuChip();
-  std::string worker = core.Register(reg)->worker_id();
+  std::string worker = core.Register(reg, "")->worker_id();
   double us = 100;
   for (int round = 0; round < 50; ++round) {
     v1::LeaseTrialsRequest lease;
     lease.set_worker_id(worker);
     lease.set_max_trials(4);
-    auto trials = core.LeaseTrials(lease)->trials();
+    auto trials = core.LeaseTrials(lease, "")->trials();
     if (trials.empty()) break;
     v1::ReportResultsRequest report;
     report.set_worker_id(worker);
@@ -58,11 +58,12 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
       auto* m = r->mutable_measurement();
       m->set_status(v1::OK);
       m->set_median_us(t.kind() == v1::BASELINE ? 200 : us--);
+      m->add_samples_us(m->median_us());
       m->set_gflops(5000 / m->median_us());
       m->set_compile_seconds(t.kind() == v1::BASELINE ? 0 : 0.2);
       m->set_measure_seconds(0.1);
     }
-    ASSERT_TRUE(core.ReportResults(report).ok());
+    ASSERT_TRUE(core.ReportResults(report, "").ok());
   }
   ASSERT_EQ(core.GetJob(job)->state(), v1::SUCCEEDED);
   std::string text = Text(metrics);

@@ -139,6 +139,26 @@ TEST_P(StoreTest, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(store->LoadTrials("j-c")->size(), 80u);
 }
 
+// One job read by id (archived jobs are read on demand); workers deleted in a batch (purged).
+TEST_P(StoreTest, LoadsOneJobAndRemovesWorkers) {
+  auto store = *Open();
+  WriteBatch b;
+  b.jobs = {Job("j-000000000001", v1::SUCCEEDED, 10), Job("j-000000000002", v1::RUNNING, 20)};
+  for (const char* id : {"w-000000000001", "w-000000000002"}) b.workers.emplace_back().set_id(id);
+  ASSERT_TRUE(store->Write(b).ok());
+  auto one = store->LoadJob("j-000000000002");
+  ASSERT_TRUE(one.ok() && one->has_value()) << one.status();
+  EXPECT_EQ((*one)->state(), v1::RUNNING);
+  EXPECT_FALSE(store->LoadJob("j-000000000009")->has_value());
+  WriteBatch gone;
+  gone.removed_workers = {"w-000000000001", "w-000000000404"};
+  EXPECT_FALSE(gone.empty());
+  ASSERT_TRUE(store->Write(gone).ok());
+  auto workers = *store->LoadWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].id(), "w-000000000002");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 

@@ -182,6 +182,8 @@ class PostgresStore final : public Store {
              {pg::Text(r.workload_key()), pg::Text(r.chip_type()), pg::Text(r.config_key()),
               pg::Text(r.measurement().status() == v1::OK ? "true" : "false"),
               pg::Real(r.measurement().median_us()), pg::Bytes(r.SerializeAsString())}));
+    for (const auto& id : b.removed_workers)
+      RETURN_IF_ERROR(Do("DELETE FROM workers WHERE id = $1", {pg::Text(id)}));
     return absl::OkStatus();
   }
 

@@ -77,7 +77,20 @@ class SqliteStore final : public Store {
       Exec("ROLLBACK").IgnoreError();
       return s;
     }
-    return Exec("COMMIT");
+    s = Exec("COMMIT");
+    // A COMMIT that fails (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY) may leave the transaction
+    // open; left so, the next batch would commit this one with it after the caller was told it
+    // failed. Roll it back so that a failed Write changed nothing.
+    if (!s.ok() && !sqlite3_get_autocommit(db_)) Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+
+  absl::StatusOr<std::optional<v1::Job>> LoadJob(const std::string& job_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Job> jobs,
+                     LoadAll<v1::Job>("SELECT body FROM jobs WHERE id=?1", &job_id));
+    if (jobs.empty()) return std::optional<v1::Job>();
+    return std::optional<v1::Job>(std::move(jobs[0]));
   }
 
   absl::StatusOr<std::vector<v1::Job>> LoadJobs() override {
@@ -183,6 +196,8 @@ class SqliteStore final : public Store {
             s.Real(5, r.measurement().median_us());
             s.Blob(6, r.SerializeAsString());
           }));
+    for (const auto& id : b.removed_workers)
+      RETURN_IF_ERROR(Put("DELETE FROM workers WHERE id=?1", [&](Stmt& s) { s.Text(1, id); }));
     return absl::OkStatus();
   }
 

@@ -23,14 +23,14 @@ class ModelJobTest : public ::testing::Test {
     ASSERT_TRUE(core_->Recover().ok());
     v1::RegisterRequest r;
     *r.mutable_chip() = testing::CpuChip();
-    worker_ = core_->Register(r)->worker_id();
+    worker_ = core_->Register(r, "")->worker_id();
   }
 
   std::vector<v1::Trial> Lease() {
     v1::LeaseTrialsRequest r;
     r.set_worker_id(worker_);
     r.set_max_trials(1);
-    auto resp = core_->LeaseTrials(r);
+    auto resp = core_->LeaseTrials(r, "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return {resp->trials().begin(), resp->trials().end()};
   }
@@ -43,7 +43,7 @@ class ModelJobTest : public ::testing::Test {
     res->set_attempt(t.attempt());
     *res->mutable_measurement() = m;
     res->set_implementation(t.kind() == v1::BASELINE ? "libtorch" : "kiln");
-    ASSERT_TRUE(core_->ReportResults(r).ok());
+    ASSERT_TRUE(core_->ReportResults(r, "").ok());
   }
 
   FakeClock clock_;

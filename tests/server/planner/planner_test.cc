@@ -178,5 +178,51 @@ TEST(HfConfigTest, BadConfigsNameTheField) {
   EXPECT_THAT(std::string(PlanModelJob(s).status().message()), HasSubstr("unknown preset"));
 }
 
+// Config values are bounded per field and their products are formed in checked 64-bit math: an
+// `expand` of 131073 once overflowed int and was accepted.
+TEST(HfConfigTest, OverflowingValuesAreRefusedNamingTheField) {
+  const std::string mamba = R"({"model_type": "mamba", "num_hidden_layers": 2, "vocab_size": 10,)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {mamba + R"("hidden_size": 32768, "expand": 131073})", "expand: must be in 1..64"},
+      {mamba + R"("hidden_size": 131072, "expand": 64})", "expand: 64 x 131072 exceeds 131072"},
+      {mamba + R"("hidden_size": 2147483648})", "hidden_size: must be in 1..131072"},
+      {mamba + R"("hidden_size": 18446744073709551615})", "hidden_size: must be in 1..131072"},
+      {mamba + R"("hidden_size": -5})", "hidden_size: must be in 1..131072"},
+      {mamba + R"("hidden_size": 64, "time_step_rank": 1e300})",
+       "time_step_rank: must be an integer"},
+      {R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+           "num_hidden_layers": 100000, "num_attention_heads": 32, "vocab_size": 10})",
+       "num_hidden_layers: must be in 1..4096"},
+      {R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+           "num_hidden_layers": 2, "num_attention_heads": 4096, "head_dim": 4096,
+           "vocab_size": 10})",
+       "head_dim: 12288 x 4096 exceeds"},
+      {R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
+           "num_local_experts": 1000000, "num_experts_per_tok": 2})",
+       "num_local_experts: must be in 1..4096"},
+      {R"({"model_type": "llama", "hidden_size": [[[[1]]]]})", "must be an integer, got a list"},
+      {R"({"model_type": "llama", "hidden_size": ")" + std::string(100000, 'x') + R"("})",
+       "hidden_size: must be an integer"},
+      {R"({"model_type": ")" + std::string(100000, 'y') + R"("})",
+       "model_type: unknown architecture"},
+  };
+  for (const auto& [json, want] : cases) {
+    auto a = ParseHfConfig(json);
+    ASSERT_FALSE(a.ok()) << json.substr(0, 200);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(a.status().message()), HasSubstr(want)) << json.substr(0, 200);
+    EXPECT_LT(a.status().message().size(), 400u) << "the error echoes the config";
+  }
+  // The largest accepted sizes plan without overflow: parameters stay positive.
+  v1::JobSpec s;
+  s.set_hf_config_json(R"({"model_type": "mixtral", "hidden_size": 131072,
+    "intermediate_size": 131072, "num_hidden_layers": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 4194304, "num_local_experts": 4096,
+    "num_experts_per_tok": 2})");
+  auto plan = PlanModelJob(s);
+  if (plan.ok()) EXPECT_GT(plan->arch.parameters(), 0);
+}
+
 }  // namespace
 }  // namespace kiln::server
