@@ -157,10 +157,13 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
       s.baseline = t->measurement();
     }
     if (s.baseline && s.baseline_name.empty()) s.baseline_name = "baseline";
-    if (s.baseline)  // the winning route's thread count (the measurement is the fastest's)
+    if (s.baseline) {  // the fastest route's thread count (the baseline is that route)
+      const v1::BaselineRoute* fastest = nullptr;
       for (const v1::BaselineRoute& r : s.baseline->baseline_routes())
-        if (r.status() == v1::OK && r.median_us() == s.baseline->median_us())
-          s.baseline_threads = r.threads();
+        if (r.status() == v1::OK && (!fastest || r.median_us() < fastest->median_us()))
+          fastest = &r;
+      if (fastest) s.baseline_threads = fastest->threads();
+    }
     if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
     s.finalists.assign(task.finalists().begin(), task.finalists().end());
     for (const v1::Trial& trial : results.trials()) {
@@ -267,6 +270,7 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
       w.Key("median_us").Number(m.median_us()).Key("gflops").Number(m.gflops());
       w.Key("gbytes_per_s").Number(m.gbytes_per_s());
       w.Key("threads").Int(t.baseline_threads);
+      if (!m.message().empty()) w.Key("message").String(Shorten(m.message(), kJsonMessageChars));
       WriteSamples(w, m);
       w.EndObject();
     } else {

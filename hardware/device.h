@@ -22,6 +22,9 @@ struct MeasureOptions {
   // (the configuration cannot be the new best; the measurement is marked raced) or wholly below
   // it (surely the new best, which the coordinator re-measures in full; marked raced_ahead).
   double race_us = 0;
+  // MeasureBaseline only: time just this route at this thread count (0: each of its counts).
+  std::string only_route;
+  int only_route_threads = 0;
 };
 
 struct CompiledKernel {

@@ -466,13 +466,13 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   v1::TaskResult* task = job.job.mutable_tasks(trial.task_index());
   const std::string chip_type = job.job.chip_type();
   if (metrics_ && !m.from_cache()) metrics_->TrialFinished(chip_type, m);
-  if (trial.kind() == v1::BASELINE) {
+  if (trial.kind() == v1::BASELINE && trial.final_round() == 0) {
     task->set_baseline_name(implementation.empty() ? "baseline" : implementation);
     *task->mutable_baseline() = m;
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
     return;
   }
-  if (trial.kind() == v1::FINAL) {
+  if (trial.kind() == v1::FINAL || trial.kind() == v1::BASELINE) {  // a final round's trial
     task->set_final_trials_done(task->final_trials_done() + 1);
     if (task->final_trials_done() >= task->final_trials())
       DecideFinalsLocked(job, trial.task_index(), batch);
@@ -590,9 +590,15 @@ v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
     state.finals_started = true;
     const std::vector<v1::Config> finalists = Contenders(job, i, options_.finalists);
     if (finalists.size() < 2) continue;
-    // Round after round, every finalist once, in the same order: the trials are leased oldest
-    // first, so each round is timed back to back.
-    for (int round = 1; round <= options_.final_rounds; ++round)
+    // Round after round, every finalist once, in the same order, then the task's fastest
+    // baseline route: the trials are leased oldest first, so each round is timed back to back
+    // and the baseline beside the finalists (its first figure may come from another moment of
+    // a host whose memory bandwidth moves).
+    v1::TaskResult* task = job.job.mutable_tasks(i);
+    const v1::BaselineRoute* route = nullptr;
+    for (const auto& r : task->baseline().baseline_routes())
+      if (r.status() == v1::OK && (!route || r.median_us() < route->median_us())) route = &r;
+    for (int round = 1; round <= options_.final_rounds; ++round) {
       for (const v1::Config& config : finalists) {
         v1::Trial& t = NewTrialLocked(job, i, v1::FINAL);
         *t.mutable_config() = config;
@@ -600,8 +606,16 @@ v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
         batch.trials.push_back(t);
         if (!first) first = &t;
       }
-    v1::TaskResult* task = job.job.mutable_tasks(i);
-    task->set_final_trials(options_.final_rounds * static_cast<int>(finalists.size()));
+      if (route) {
+        v1::Trial& b = NewTrialLocked(job, i, v1::BASELINE);
+        b.mutable_baseline_route()->set_name(route->name());
+        b.mutable_baseline_route()->set_threads(route->threads());
+        b.set_final_round(round);
+        batch.trials.push_back(b);
+      }
+    }
+    task->set_final_trials(options_.final_rounds *
+                           (static_cast<int>(finalists.size()) + (route ? 1 : 0)));
     task->set_final_trials_done(0);
     batch.jobs.push_back(job.job);
     PushEventLocked(job, v1::JobEvent::PROGRESS, i);
@@ -684,6 +698,23 @@ void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index, WriteBatch& 
   const Entry& winner = entries[codegen::ConfigKey(codegen::FromProto(finalists[0].config()))];
   *task->mutable_best() = median_round(winner)->measurement();
   *task->mutable_best_config() = winner.config;
+  // The baseline's figure: its fastest route's median over the rounds it was timed in beside
+  // the finalists (every route's first figure stays listed).
+  std::vector<double> base_rounds;
+  for (const auto& [id, t] : job.trials)
+    if (t.task_index() == task_index && t.kind() == v1::BASELINE && t.final_round() > 0 && ok(&t))
+      base_rounds.push_back(t.measurement().median_us());
+  if (!base_rounds.empty() && task->has_baseline()) {
+    v1::Measurement* base = task->mutable_baseline();
+    const double first_us = base->median_us();
+    base->set_median_us(Median(base_rounds));
+    base->clear_samples_us();
+    for (double us : base_rounds) base->add_samples_us(us);
+    base->set_message(absl::StrCat("timed in ", base_rounds.size(),
+                                   " final rounds beside the finalists (median of the rounds); ",
+                                   "first timed ", absl::StrFormat("%.1f", first_us),
+                                   " us when the task started"));
+  }
   UpdateBestTokensLocked(job);
   PushEventLocked(job, v1::JobEvent::NEW_BEST, task_index, &task->best());
 }

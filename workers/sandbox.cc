@@ -274,8 +274,10 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   // A tuning trial only has to rank its kernel: a shorter cap (still dozens of samples for a
   // millisecond kernel, and racing ends a loser sooner), and so does each of a final's rounds
   // (the rounds together time it longer); baselines and re-measurements get the full second.
-  req.set_max_seconds(trial.kind() == v1::TUNE || trial.kind() == v1::FINAL ? kTuneMaxSeconds
-                                                                            : 1.0);
+  // A final round's baseline route gets a final's cap too (it is timed in each round's turn).
+  const bool round_trial = trial.kind() == v1::FINAL || trial.has_baseline_route();
+  req.set_max_seconds(trial.kind() == v1::TUNE || round_trial ? kTuneMaxSeconds : 1.0);
+  if (trial.has_baseline_route()) *req.mutable_baseline_route() = trial.baseline_route();
   if (trial.kind() == v1::TUNE) req.set_race_us(trial.race_us());
   if (trial.kind() == v1::STEP) return RunStepTrial(device, trial, req, limits);
   if (!device.Supports(trial.workload())) {

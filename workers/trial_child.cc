@@ -90,6 +90,8 @@ v1::Measurement RunTrialRequest(const v1::SandboxRequest& req) {
   opts.warm = req.warm();
   if (req.max_seconds() > 0) opts.max_seconds = req.max_seconds();
   opts.race_us = req.race_us();
+  opts.only_route = req.baseline_route().name();
+  opts.only_route_threads = req.baseline_route().threads();
   opts.seed = req.seed();
   if (req.kind() == v1::STEP) {
     hardware::StepOptions step_opts;

@@ -130,8 +130,12 @@ class CpuDevice final : public Device {
       return Failed(v1::UNSUPPORTED, "no baseline route for this workload in this executable");
     v1::Measurement best;
     std::vector<v1::BaselineRoute> all;
+    bool matched = false;
     for (const auto& route : routes) {
+      if (!opts.only_route.empty() && route.name != opts.only_route) continue;
       for (int t : route.threads) {
+        if (opts.only_route_threads > 0 && t != opts.only_route_threads) continue;
+        matched = true;
         cpu_baselines::QuietPools();
         v1::Measurement m = MeasureRoute(w, route, t, opts);
         v1::BaselineRoute& r = all.emplace_back();
@@ -149,6 +153,10 @@ class CpuDevice final : public Device {
           best = std::move(m);  // the first failure stands until a route succeeds
       }
     }
+    if (!matched)
+      return Failed(v1::UNSUPPORTED,
+                    absl::StrCat("no baseline route '", opts.only_route.substr(0, 64), "' at ",
+                                 opts.only_route_threads, " threads for this workload"));
     cpu_baselines::QuietPools();
     best.clear_baseline_routes();
     for (auto& r : all) *best.add_baseline_routes() = std::move(r);

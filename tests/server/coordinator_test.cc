@@ -4,19 +4,25 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_util.h"
 
 namespace kiln::server {
 namespace {
 
+using testing::ConfigLetters;
 using testing::CpuChip;
+using testing::CpuRegistration;
 using testing::GemmSpec;
+using testing::LeaseRequest;
 using testing::Ok;
+using testing::ReportRequest;
 
 class CoordinatorTest : public ::testing::Test {
  protected:
@@ -40,34 +46,20 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   std::string RegisterWorker(const std::string& id = "") {
-    v1::RegisterRequest r;
-    r.set_name("w");
-    *r.mutable_chip() = CpuChip();
-    r.set_worker_id(id);
-    auto resp = core_->Register(r, "");
+    auto resp = core_->Register(CpuRegistration(id), "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp->worker_id();
   }
 
   std::vector<v1::Trial> Lease(const std::string& worker, int n = 1) {
-    v1::LeaseTrialsRequest r;
-    r.set_worker_id(worker);
-    r.set_max_trials(n);
-    auto resp = core_->LeaseTrials(r, "");
+    auto resp = core_->LeaseTrials(LeaseRequest(worker, n), "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return {resp->trials().begin(), resp->trials().end()};
   }
 
   v1::ReportResultsResponse Report(const std::string& worker, const v1::Trial& t,
                                    v1::Measurement m) {
-    v1::ReportResultsRequest r;
-    r.set_worker_id(worker);
-    auto* res = r.add_results();
-    res->set_trial_id(t.id());
-    res->set_attempt(t.attempt());
-    *res->mutable_measurement() = m;
-    res->set_implementation(t.kind() == v1::BASELINE ? "openblas-sgemm" : "kiln");
-    auto resp = core_->ReportResults(r, "");
+    auto resp = core_->ReportResults(ReportRequest(worker, t, std::move(m)), "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return *resp;
   }
@@ -312,14 +304,8 @@ TEST_F(CoordinatorTest, FinalRoundsPickTheFastestTimedInTurns) {
   Restart();
   auto id = *core_->SubmitJob(GemmSpec(8, 4));
   std::string w = RegisterWorker();
-  std::vector<std::string> seen;  // config keys in the order they were first tuned: A, B, C, D
-  auto letter = [&](const v1::Trial& t) {
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    auto it = std::find(seen.begin(), seen.end(), key);
-    if (it != seen.end()) return static_cast<int>(it - seen.begin());
-    seen.push_back(key);
-    return static_cast<int>(seen.size()) - 1;
-  };
+  ConfigLetters letter;  // configurations in the order they were first tuned: A, B, C, D
+  const std::vector<std::string>& seen = letter.keys();
   std::vector<int> final_order;
   auto answer = [&](const v1::Trial& t) {
     if (t.kind() == v1::BASELINE) return Ok(500);
@@ -370,6 +356,52 @@ TEST_F(CoordinatorTest, FinalRoundsPickTheFastestTimedInTurns) {
   EXPECT_DOUBLE_EQ(records[1].measurement().median_us(), 130);
 }
 
+// The task's fastest baseline route is timed once more in each final round, after the round's
+// finalists, and the baseline becomes its median over those rounds: the first figure, taken when
+// the task started, may come from another moment of a host whose memory bandwidth moves.
+TEST_F(CoordinatorTest, TheFastestBaselineRouteIsTimedInTheFinalRounds) {
+  options_.final_rounds = 3;
+  options_.finalists = 2;
+  Restart();
+  auto id = *core_->SubmitJob(GemmSpec(8, 3));
+  std::string w = RegisterWorker();
+  std::vector<std::string> order;  // "F<round>" / "B<round>" in lease order, finals only
+  for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
+    const v1::Trial& t = ts[0];
+    v1::Measurement m = Ok(100 + t.seq());
+    if (t.kind() == v1::BASELINE && t.final_round() == 0) {
+      m = Ok(500);  // the first figure, at a fast moment
+      for (auto [name, threads, us] :
+           {std::tuple{"openblas-sgemv", 2, 500.0}, std::tuple{"openblas-sgemv", 1, 900.0},
+            std::tuple{"onednn-packed", 2, 700.0}}) {
+        v1::BaselineRoute* r = m.add_baseline_routes();
+        r->set_name(name);
+        r->set_threads(threads);
+        r->set_status(v1::OK);
+        r->set_median_us(us);
+      }
+    } else if (t.kind() == v1::BASELINE) {
+      EXPECT_EQ(t.baseline_route().name(), "openblas-sgemv");
+      EXPECT_EQ(t.baseline_route().threads(), 2);
+      m = Ok(600 + 10 * t.final_round());  // beside the finalists, at a slower moment
+      order.push_back("B" + std::to_string(t.final_round()));
+    } else if (t.kind() == v1::FINAL) {
+      order.push_back("F" + std::to_string(t.final_round()));
+    }
+    Report(w, t, m);
+  }
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"F1", "F1", "B1", "F2", "F2", "B2", "F3", "F3", "B3"}));
+  auto r = *core_->GetResults(id);
+  const v1::TaskResult& task = r.job().tasks(0);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  EXPECT_EQ(task.final_trials(), 9);
+  EXPECT_EQ(task.final_trials_done(), 9);
+  EXPECT_DOUBLE_EQ(task.baseline().median_us(), 620);    // the rounds' median, not the first 500
+  EXPECT_EQ(task.baseline().baseline_routes_size(), 3);  // every route's first figure stays
+  EXPECT_THAT(task.baseline().message(), ::testing::HasSubstr("first timed 500.0 us"));
+}
+
 // A job whose finalists all fail a final round has no best it can stand behind: it fails and
 // says why.
 TEST_F(CoordinatorTest, AJobWhoseFinalistsAllFailFails) {
@@ -402,14 +434,8 @@ TEST_F(CoordinatorTest, AJobWhoseFinalistsAllFailFails) {
 TEST_F(CoordinatorTest, ARemeasureThatDoesNotConfirmIsDemoted) {
   auto id = *core_->SubmitJob(GemmSpec(8, 4));
   std::string w = RegisterWorker();
-  std::vector<std::string> seen;  // config keys in the order they were first tuned: A, B, C, D
-  auto letter = [&](const v1::Trial& t) {
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    auto it = std::find(seen.begin(), seen.end(), key);
-    if (it != seen.end()) return static_cast<int>(it - seen.begin());
-    seen.push_back(key);
-    return static_cast<int>(seen.size()) - 1;
-  };
+  ConfigLetters letter;  // configurations in the order they were first tuned: A, B, C, D
+  const std::vector<std::string>& seen = letter.keys();
   std::vector<double> bests;  // the task's best after each report
   for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
     const v1::Trial& t = ts[0];
@@ -461,14 +487,8 @@ TEST_F(CoordinatorTest, ARemeasureThatDoesNotConfirmIsDemoted) {
 TEST_F(CoordinatorTest, ARacedAheadBestConfirmsByBeatingTheBest) {
   auto id = *core_->SubmitJob(GemmSpec(8, 3));
   std::string w = RegisterWorker();
-  std::vector<std::string> seen;
-  auto letter = [&](const v1::Trial& t) {
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    auto it = std::find(seen.begin(), seen.end(), key);
-    if (it != seen.end()) return static_cast<int>(it - seen.begin());
-    seen.push_back(key);
-    return static_cast<int>(seen.size()) - 1;
-  };
+  ConfigLetters letter;
+  const std::vector<std::string>& seen = letter.keys();
   for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {
     const v1::Trial& t = ts[0];
     if (t.kind() == v1::BASELINE) {

@@ -21,6 +21,7 @@ namespace kiln::server {
 namespace {
 
 using testing::CpuChip;
+using testing::CpuRegistration;
 using testing::GemmSpec;
 using testing::Ok;
 
@@ -88,11 +89,7 @@ class RobustnessTest : public ::testing::Test {
     ASSERT_TRUE(core_->Recover().ok());
   }
   std::string RegisterWorker(const std::string& id = "") {
-    v1::RegisterRequest r;
-    r.set_name("w");
-    *r.mutable_chip() = CpuChip();
-    r.set_worker_id(id);
-    auto resp = core_->Register(r, "");
+    auto resp = core_->Register(CpuRegistration(id), "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? resp->worker_id() : "";
   }

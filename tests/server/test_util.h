@@ -3,12 +3,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "codegen/knob_space.h"
 #include "kiln/v1/types.pb.h"
+#include "kiln/v1/worker_service.pb.h"
 #include "server/store/store.h"
 
 namespace kiln::server::testing {
@@ -63,5 +66,50 @@ inline v1::Measurement Ok(double us) {
   m.add_samples_us(us);
   return m;
 }
+
+// A worker's registration with the CPU fingerprint (`id` set when re-registering).
+inline v1::RegisterRequest CpuRegistration(const std::string& id = "") {
+  v1::RegisterRequest r;
+  r.set_name("w");
+  *r.mutable_chip() = CpuChip();
+  r.set_worker_id(id);
+  return r;
+}
+
+inline v1::LeaseTrialsRequest LeaseRequest(const std::string& worker, int n = 1) {
+  v1::LeaseTrialsRequest r;
+  r.set_worker_id(worker);
+  r.set_max_trials(n);
+  return r;
+}
+
+// The report of one trial's measurement, from `worker` at the trial's attempt.
+inline v1::ReportResultsRequest ReportRequest(const std::string& worker, const v1::Trial& t,
+                                              v1::Measurement m) {
+  v1::ReportResultsRequest r;
+  r.set_worker_id(worker);
+  auto* res = r.add_results();
+  res->set_trial_id(t.id());
+  res->set_attempt(t.attempt());
+  *res->mutable_measurement() = std::move(m);
+  res->set_implementation(t.kind() == v1::BASELINE ? "openblas-sgemm" : "kiln");
+  return r;
+}
+
+// Names each trial's configuration by the order it was first seen: 0 (A), 1 (B), ...
+class ConfigLetters {
+ public:
+  int operator()(const v1::Trial& t) {
+    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
+    auto it = std::find(seen_.begin(), seen_.end(), key);
+    if (it != seen_.end()) return static_cast<int>(it - seen_.begin());
+    seen_.push_back(key);
+    return static_cast<int>(seen_.size()) - 1;
+  }
+  const std::vector<std::string>& keys() const { return seen_; }  // in letter order
+
+ private:
+  std::vector<std::string> seen_;
+};
 
 }  // namespace kiln::server::testing

@@ -23,6 +23,7 @@ namespace {
 using testing::CpuChip;
 using testing::GemmSpec;
 using testing::Ok;
+using testing::ReportRequest;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -80,14 +81,7 @@ class WorkerTrustTest : public ::testing::Test {
   absl::StatusOr<v1::ReportResultsResponse> TryReport(const std::string& worker, const v1::Trial& t,
                                                       v1::Measurement m,
                                                       const std::string& caller = "") {
-    v1::ReportResultsRequest r;
-    r.set_worker_id(worker);
-    auto* res = r.add_results();
-    res->set_trial_id(t.id());
-    res->set_attempt(t.attempt());
-    *res->mutable_measurement() = m;
-    res->set_implementation(t.kind() == v1::BASELINE ? "openblas-sgemm" : "kiln");
-    return core_->ReportResults(r, caller);
+    return core_->ReportResults(ReportRequest(worker, t, std::move(m)), caller);
   }
 
   v1::ReportResultsResponse Report(const std::string& worker, const v1::Trial& t, v1::Measurement m,

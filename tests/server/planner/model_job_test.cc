@@ -36,14 +36,7 @@ class ModelJobTest : public ::testing::Test {
   }
 
   void Report(const v1::Trial& t, v1::Measurement m) {
-    v1::ReportResultsRequest r;
-    r.set_worker_id(worker_);
-    auto* res = r.add_results();
-    res->set_trial_id(t.id());
-    res->set_attempt(t.attempt());
-    *res->mutable_measurement() = m;
-    res->set_implementation(t.kind() == v1::BASELINE ? "libtorch" : "kiln");
-    ASSERT_TRUE(core_->ReportResults(r, "").ok());
+    ASSERT_TRUE(core_->ReportResults(testing::ReportRequest(worker_, t, std::move(m)), "").ok());
   }
 
   FakeClock clock_;
