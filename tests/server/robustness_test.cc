@@ -24,6 +24,7 @@ using testing::CpuChip;
 using testing::CpuRegistration;
 using testing::GemmSpec;
 using testing::Ok;
+using testing::ReportRequest;
 
 // The default strategy's (the policy network's) set-up costs seconds per job load; the refused
 // writes reload jobs often, and what is tested does not depend on the strategy.
@@ -101,14 +102,7 @@ class RobustnessTest : public ::testing::Test {
   }
   absl::StatusOr<v1::ReportResultsResponse> Report(const std::string& worker, const v1::Trial& t,
                                                    v1::Measurement m) {
-    v1::ReportResultsRequest r;
-    r.set_worker_id(worker);
-    auto* res = r.add_results();
-    res->set_trial_id(t.id());
-    res->set_attempt(t.attempt());
-    *res->mutable_measurement() = m;
-    res->set_implementation("kiln");
-    return core_->ReportResults(r, "");
+    return core_->ReportResults(ReportRequest(worker, t, std::move(m)), "");
   }
 
   CoreOptions options_{5000, 1000, 1000, 1};
