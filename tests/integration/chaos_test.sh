@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Chaos: while a job runs on simulated devices, kill -9 a worker every few seconds and start it
-# again, and kill -9 the coordinator once and restart it on the same data dir and port. The job
+# Chaos: while a job runs on simulated devices, kill -9 a worker at every eighth or so of its
+# budget answered and start it again, and kill -9 the coordinator once and restart it on the same
+# data dir and port. The job
 # must finish with exactly its budget of tuning trials: none lost (each proposal measured and
 # counted), none duplicated (no proposal run as two trials, no report counted twice). Bounded: the
 # job gets DEADLINE seconds from submission, whatever happens.
 . "$(dirname "$0")/lib.sh"
 BUDGET=${KILN_CHAOS_BUDGET:-200}
 DEADLINE=${KILN_CHAOS_DEADLINE:-80}
-KILL_EVERY=${KILN_CHAOS_KILL_EVERY:-3}
+KILL_EVERY_PCT=${KILN_CHAOS_KILL_EVERY_PCT:-12}  # a kill at every 12% of the budget answered
 NWORKERS=3
 start_coordinator 0 --lease-ttl-ms 2000
 PORT=${COORD##*:}
@@ -26,14 +27,16 @@ progress() {  # prints "STATE OK FAILED", or nothing while the coordinator is do
 d = json.load(sys.stdin); t = d["tasks"][0]["trials"]
 print(d["state"], t["ok"], t["failed"])' 2>/dev/null || true
 }
-start=$SECONDS last_kill=$SECONDS worker_kills=0 coordinator_killed=0 victim=1 state=""
+# Kills follow the job's progress, not the clock, so that a fast machine sees as many as a slow
+# one: a worker at every KILL_EVERY_PCT percent of the budget answered, and the coordinator once,
+# at the second of those points (a quarter of the way in by default).
+start=$SECONDS worker_kills=0 coordinator_killed=0 victim=1 state="" next_kill=$((BUDGET * KILL_EVERY_PCT / 100))
 while [ $((SECONDS - start)) -lt "$DEADLINE" ]; do
   read -r state ok failed <<<"$(progress)" || true
   case "$state" in SUCCEEDED | FAILED | CANCELLED) break ;; esac
-  if [ $((SECONDS - last_kill)) -ge "$KILL_EVERY" ]; then
-    last_kill=$SECONDS
-    if [ "$coordinator_killed" = 0 ] && [ "${ok:-0}" -ge $((BUDGET / 4)) ]; then
-      # once, a quarter of the way in: the coordinator, restarted on the same store and port
+  if [ "${ok:-0}" -ge "$next_kill" ] && [ "$next_kill" -lt "$BUDGET" ]; then
+    next_kill=$((next_kill + BUDGET * KILL_EVERY_PCT / 100))
+    if [ "$coordinator_killed" = 0 ] && [ "$worker_kills" -ge 1 ]; then
       echo "t+$((SECONDS - start))s: kill -9 coordinator at ${ok:-?} ok"
       kill -9 "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true
       start_coordinator "$PORT" --lease-ttl-ms 2000
@@ -45,7 +48,7 @@ while [ $((SECONDS - start)) -lt "$DEADLINE" ]; do
       worker_kills=$((worker_kills + 1)) victim=$((victim % NWORKERS + 1))
     fi
   fi
-  sleep 0.5
+  sleep 0.25
 done
 [ "$state" = SUCCEEDED ] ||
   die "job $job is ${state:-unknown} after ${DEADLINE}s of chaos ($worker_kills worker kills)"
