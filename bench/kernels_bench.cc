@@ -73,7 +73,7 @@ std::pair<std::string, std::string> SplitCase(const std::string& c) {
   return {c.substr(0, colon), c.substr(colon + 1)};
 }
 
-// The decode suite of issue 5: GEMM M x (N, K), then GQA attention decode (32 query heads, 8 kv
+// The decode suite: GEMM M x (N, K), then GQA attention decode (32 query heads, 8 kv
 // heads, head size 128) over a context of 512 and 4096.
 std::vector<std::string> Suite(const std::string& name) {
   std::vector<std::string> out;

@@ -1,7 +1,7 @@
 // kiln-bench-opencl-gemm: OpenCL GEMM M=64, N=K=4096 on the first OpenCL device (PoCL here):
 // the template's default configuration against a seeded random search of the knob space and
 // CLBlast. Prints the figures docs/benchmarks.md records; exits 1 when the best found is under
-// 3x the default (issue 6's target). Args: --trials N (default 40), --config KEY...,
+// 3x the default. Args: --trials N (default 40), --config KEY...,
 // --skip-default.
 #include <chrono>
 #include <cstdio>

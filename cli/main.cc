@@ -35,7 +35,7 @@ int RunAgentTool(char** argv) {
 int main(int argc, char** argv) {
   if (int rc = kiln::cli::MaybeRunTrialChild(argc, argv); rc >= 0) return rc;
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args[0] == "agent") return kiln::cli::RunAgentTool(argv);  // issue 3
+  if (!args.empty() && args[0] == "agent") return kiln::cli::RunAgentTool(argv);
   if (args.empty()) {
     std::cerr << kiln::cli::UsageText("");
     return 2;

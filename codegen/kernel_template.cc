@@ -51,7 +51,7 @@ const std::vector<Registered>& Registry() {
     for (auto& t : NewOpenClTemplates()) r->push_back({"opencl", t.release()});
     for (auto& t : NewCudaTemplates()) r->push_back({"cuda", t.release()});
     for (auto& t : NewSimTemplates()) r->push_back({"sim", t.release()});
-    r->push_back({"replay", NewReplayTemplate().release()});  // recorded data sets (issue 3)
+    r->push_back({"replay", NewReplayTemplate().release()});  // recorded data sets
     return r;
   }();
   return *all;

@@ -1,5 +1,5 @@
 // The replay "template": the knob space of a recorded data set, carried by the replay device's
-// fingerprint (issue 3); rendering just names the configuration for the device to look up.
+// fingerprint; rendering just names the configuration for the device to look up.
 #pragma once
 
 #include <memory>

@@ -18,7 +18,7 @@
 namespace kiln::hardware {
 namespace {
 
-// "opencl", "opencl:N", "cuda", "cuda:N", "sim:NAME" (issue 6); nullopt for other specs.
+// "opencl", "opencl:N", "cuda", "cuda:N", "sim:NAME"; nullopt for other specs.
 // A backend this build lacks says so (FAILED_PRECONDITION) rather than "unknown device".
 std::optional<absl::StatusOr<std::unique_ptr<Device>>> OpenAcceleratorDevice(
     const std::string& spec, const v1::ChipFingerprint* known) {
@@ -61,7 +61,7 @@ std::optional<absl::StatusOr<std::unique_ptr<Device>>> OpenAcceleratorDevice(
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec,
                                                    const v1::ChipFingerprint* known) {
   if (spec == "cpu") return NewCpuDevice(known);
-  if (spec.rfind("replay:", 0) == 0) return NewReplayDevice(spec.substr(7), known);  // issue 3
+  if (spec.rfind("replay:", 0) == 0) return NewReplayDevice(spec.substr(7), known);
   if (auto accel = OpenAcceleratorDevice(spec, known)) return std::move(*accel);
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown device '", spec, "' (known: cpu, opencl[:N], cuda[:N], sim:NAME, replay:PATH)"));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Search-strategy benchmark (issue 3) on the replay spaces: the strategy comparison, then the
+# Search-strategy benchmark on the replay spaces: the strategy comparison, then the
 # transfer check (leave-one-out: pre-train on the other spaces, report how the checkpoint ranks
 # the held-out one, compare with a cold policy).
 # usage: scripts/bench-search.sh [SPACE.json...]   (default: /work/shared/data/replay/*.json)

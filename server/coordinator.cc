@@ -68,7 +68,7 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   *job.mutable_spec() = spec;
   job.set_state(v1::QUEUED);
   job.set_created_unix_ms(clock_->NowMs());
-  if (IsModelJob(spec)) {  // one task per distinct workload of the model's step (issue 4)
+  if (IsModelJob(spec)) {  // one task per distinct workload of the model's step
     ASSIGN_OR_RETURN(ModelPlan plan, PlanModelJob(spec));
     *job.mutable_spec()->mutable_arch() = plan.arch;
     for (const PlannedTask& t : plan.tasks) {

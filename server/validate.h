@@ -41,7 +41,7 @@ absl::Status ValidateLookupBestRequest(const v1::LookupBestRequest& request);
 
 // Checks a JobSpec before anything is written. Fills nothing; see NormalizeJobSpec.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
-// Model jobs (issue 4): spec.model or spec.hf_config_json is set.
+// Model jobs: spec.model or spec.hf_config_json is set.
 bool IsModelJob(const v1::JobSpec& spec);
 absl::Status ValidateModelJobSpec(const v1::JobSpec& spec);
 // The rules every job shares: chip, budget, time, strategy, priority.

@@ -214,7 +214,7 @@ v1::Measurement TrialServer::Run(const v1::SandboxRequest& request, const Sandbo
   return m;
 }
 
-// A STEP trial (issue 4): compile every task's best kernel here, then run the composed step,
+// A STEP trial: compile every task's best kernel here, then run the composed step,
 // Kiln's kernels and LibTorch's side by side, in the sandboxed child.
 TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::SandboxRequest req,
                           const SandboxLimits& limits) {

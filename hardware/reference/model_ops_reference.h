@@ -1,4 +1,4 @@
-// Double-precision reference operators for the model operators of issue 4: GEMM epilogues and
+// Double-precision reference operators for the model operators: GEMM epilogues and
 // bf16 weights, rope, causal prefill attention, MoE router and grouped GEMM, Mamba selective
 // scan, causal depthwise conv1d. Layouts are the kernels' (see docs/models.md).
 #pragma once
