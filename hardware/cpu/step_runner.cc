@@ -171,6 +171,14 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
     }
     return absl::OkStatus();
   };
+  // With KILN_STEP_PROFILE, each block's per-role times, then a fresh profile for the next one.
+  auto print_profile = [&](const std::string& block) {
+    if (!profile) return;
+    for (const auto& [role, p] : state->profile())
+      std::fprintf(stderr, "step profile [%s]: %-22s %10.1f us/call (%d calls)\n", block.c_str(),
+                   role.c_str(), p.first / std::max(1, p.second), p.second);
+    state->profile().clear();
+  };
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -179,6 +187,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   std::vector<double> kraw, traw;
   RETURN_IF_ERROR(
       time_block(true, opts.max_samples, opts.max_seconds / 2, ks, &kraw, &bws, &fractions));
+  print_profile("kiln");
   for (double us : kraw) r.add_samples_us(us);
   for (double g : bws) r.add_read_gbytes_per_s_samples(g);
   // The LibTorch step at each arrangement of its two pools that keeps one of them at 1 thread
@@ -205,6 +214,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
     std::vector<double> screen;
     absl::Status s = time_block(false, 3, 0, screen, nullptr, nullptr, nullptr);
     state->RestoreState();
+    print_profile(variants[v].name + " (screen)");
     screen_medians.push_back(s.ok() ? median(screen) : INFINITY);
     screen_errors.push_back(std::string(s.message()));
     if (screen_medians[v] < screen_medians[best]) best = v;
@@ -215,6 +225,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   state->set_onednn_linear(variants[best].onednn);
   RETURN_IF_ERROR(
       time_block(false, opts.max_samples, opts.max_seconds / 2, ts, &traw, &tbws, &tfractions));
+  print_profile(variants[best].name);
   for (double us : traw) r.add_baseline_samples_us(us);
   torch_baseline::SetPools(1, 1);
   for (size_t v = 0; v < variants.size(); ++v) {
@@ -229,10 +240,6 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
                        : ran     ? "screened on 3 steps"
                                  : screen_errors[v]);
   }
-  if (profile)
-    for (const auto& [role, p] : state->profile())
-      std::fprintf(stderr, "step profile: %-22s %10.1f us/call (%d calls)\n", role.c_str(),
-                   p.first / std::max(1, p.second), p.second);
   const double tokens = state->tokens();
   r.set_step_us(median(ks));
   r.set_baseline_step_us(median(ts));

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 extern "C" void openblas_set_num_threads(int);  // the BLAS LibTorch calls is OpenBLAS here
 
@@ -49,18 +51,42 @@ void Gemm(const v1::Workload& w, const long long* d, void* const* a) {
   Epilogue(w, C, a, M, N);
 }
 
+// cos/sin of the rotary angles for the step's positions. HF computes them once per forward pass
+// (the model's rotary embedding, shared by every layer), so they are cached here while the
+// positions, head size and theta stay the same: the layers of one step reuse them.
+struct RopeTables {
+  std::vector<int32_t> pos;
+  int64_t D = 0;
+  float theta = 0;
+  Tensor cos, sin;
+};
+
+const RopeTables& RopeTablesFor(const int32_t* positions, int64_t T, int64_t D, float theta) {
+  thread_local RopeTables t;
+  if (t.D == D && t.theta == theta && t.pos.size() == static_cast<size_t>(T) &&
+      std::equal(t.pos.begin(), t.pos.end(), positions))
+    return t;
+  t.pos.assign(positions, positions + T);
+  t.D = D;
+  t.theta = theta;
+  // Angles in double (positions in the thousands lose ~1e-4 rad in fp32), cos/sin in fp32.
+  Tensor pos = torch::tensor(std::vector<int64_t>(t.pos.begin(), t.pos.end()), torch::kLong)
+                   .to(torch::kDouble);
+  Tensor inv = 1.0 / torch::pow(torch::tensor(static_cast<double>(theta), torch::kDouble),
+                                torch::arange(0, D, 2, torch::kDouble) / D);
+  Tensor f = torch::outer(pos, inv);
+  Tensor emb = torch::cat({f, f}, -1).unsqueeze(1);
+  t.cos = emb.cos().to(torch::kFloat);
+  t.sin = emb.sin().to(torch::kFloat);
+  return t;
+}
+
 void Rope(const long long* d, void* const* a, const float* p) {
   const int64_t T = d[0], H = d[1], D = d[2];
   const int64_t stride = p[1] > 0 ? static_cast<int64_t>(p[1]) : H * D;
   Tensor x = torch::from_blob(a[0], {T, H, D}, {stride, D, 1}, torch::kFloat);
-  // Angles in double (positions in the thousands lose ~1e-4 rad in fp32), cos/sin in fp32.
-  Tensor pos = Blob(a[1], {T}, torch::kInt).to(torch::kDouble);
-  Tensor inv = 1.0 / torch::pow(torch::tensor(static_cast<double>(p[0]), torch::kDouble),
-                                torch::arange(0, D, 2, torch::kDouble) / D);
-  Tensor f = torch::outer(pos, inv);
-  Tensor emb = torch::cat({f, f}, -1).unsqueeze(1);
-  Tensor cos = emb.cos().to(torch::kFloat), sin = emb.sin().to(torch::kFloat);
-  x.copy_(x * cos + RotateHalf(x) * sin);
+  const RopeTables& r = RopeTablesFor(static_cast<const int32_t*>(a[1]), T, D, p[0]);
+  x.copy_(x * r.cos + RotateHalf(x) * r.sin);
 }
 
 void Attention(const long long* d, void* const* a, const float* p, bool prefill) {
@@ -68,7 +94,9 @@ void Attention(const long long* d, void* const* a, const float* p, bool prefill)
   if (!prefill) {  // decode: each group's query heads attend to their kv head, no repeated copy
     Tensor q = Blob(a[0], {B, KVH, H / KVH, D});
     Tensor k = Blob(a[1], {B, KVH, L, D}), v = Blob(a[2], {B, KVH, L, D});
-    Tensor s = torch::matmul(q, k.transpose(-1, -2)) * p[0];
+    // q k^T as (k q^T)^T: OpenBLAS multiplies the contiguous [L, D] keys by a few query rows
+    // faster than it reads the keys transposed (the same product, ~1.4x faster at L=1024).
+    Tensor s = torch::matmul(k, (q * p[0]).transpose(-1, -2)).transpose(-1, -2);
     Blob(a[3], {B, KVH, H / KVH, D}).copy_(torch::matmul(torch::softmax(s, -1), v));
     return;
   }
