@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/workload.h"
@@ -161,7 +162,16 @@ v1::ChipFingerprint ReplaySet::Chip() const {
   c.set_kind("replay");
   c.set_vendor("recorded");
   c.set_model(device.empty() ? name : device);
-  c.set_chip_type(absl::StrCat("replay-", name));
+  // A chip-type label is what users pass to --chip, which takes lower-case letters, digits and
+  // - _ . : only: a file named gemm_RTX_3090.json serves replay-gemm_rtx_3090.
+  std::string label = absl::StrCat("replay-", name);
+  for (char& ch : label) {
+    ch = absl::ascii_tolower(static_cast<unsigned char>(ch));
+    if (!(absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-' || ch == '_' ||
+          ch == '.' || ch == ':'))
+      ch = '-';
+  }
+  c.set_chip_type(label);
   return c;
 }
 

@@ -197,6 +197,10 @@ TEST(ReplayDevice, AnswersTrialsAndCarriesItsSpace) {
   const v1::ChipFingerprint& fp = dev->Fingerprint();
   EXPECT_EQ(fp.kind(), "replay");
   EXPECT_EQ(fp.chip_type(), "replay-test");
+  // Labels derived from file names are valid --chip values: lower case, odd characters as '-'.
+  auto upper = ParseReplaySet(kGood, "gemm_RTX 3090+x");
+  ASSERT_TRUE(upper.ok());
+  EXPECT_EQ(NewReplayDevice(*upper)->Fingerprint().chip_type(), "replay-gemm_rtx-3090-x");
   // The coordinator's view of the space: exactly the recorded configurations.
   v1::Workload w;
   w.set_op(v1::GEMM);

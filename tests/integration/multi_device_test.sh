@@ -2,33 +2,45 @@
 # Workers of several chip types (cpu, opencl, sim) on one coordinator: each job's trials go only
 # to a worker whose chip-type label matches its --chip prefix, and cpu, sim and opencl jobs all
 # run to SUCCEEDED at the same time. The opencl part is skipped where no OpenCL device exists.
+# A replay worker's file name has upper-case letters: its derived chip type is still a valid --chip.
 . "$(dirname "$0")/lib.sh"
 start_coordinator 0
 start_worker --device cpu --name w-cpu
 start_worker --device sim:systolic-128x128 --name w-sim
+python3 - "$WORK/gemm_RTX_Test.json" <<'PY'
+import json, sys
+cache = {f"{a},{b}": {"block": a, "tile": b, "time": 1.0 + a * 0.1 + (b - 2) ** 2 * 0.05}
+         for a in (1, 2, 4) for b in (1, 2, 3)}
+json.dump({"device_name": "Recorded GPU", "kernel_name": "gemm", "problem_size": [64, 64],
+           "tune_params_keys": ["block", "tile"], "tune_params": {"block": [1, 2, 4], "tile": [1, 2, 3]},
+           "objective": "time", "cache": cache}, open(sys.argv[1], "w"))
+PY
+start_worker --device "replay:$WORK/gemm_RTX_Test.json" --name w-replay
 have_opencl=1
 # A generous trial timeout: CLBlast (the baseline) builds its kernels on first use, which takes
 # PoCL tens of seconds on a busy machine (the worker also warms them in the background).
 start_worker --device opencl --name w-opencl --trial-timeout 120; CL_PID=$WORKER_PID
-want=3
+want=4
 for _ in $(seq 150); do  # fingerprints take a second or two (peak probes)
   kiln workers --json >"$WORK/workers.json" 2>/dev/null || true
   n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1])).get("workers", [])))' \
         "$WORK/workers.json" 2>/dev/null || echo 0)
   if ! kill -0 "$CL_PID" 2>/dev/null && [ "$have_opencl" = 1 ]; then
     grep -q "OpenCL" "$WORK/worker.log" || die "the opencl worker exited: $(tail -3 "$WORK/worker.log")"
-    echo "no OpenCL device here: the opencl part is skipped"; have_opencl=0; want=2
+    echo "no OpenCL device here: the opencl part is skipped"; have_opencl=0; want=3
   fi
   [ "$n" -ge "$want" ] && break; sleep 0.2
 done
 kiln workers >"$WORK/workers.txt"
 grep -q "cpu-" "$WORK/workers.txt" || die "no cpu worker listed: $(cat "$WORK/workers.txt")"
 grep -q "sim-systolic-128x128" "$WORK/workers.txt" || die "no sim worker listed: $(cat "$WORK/workers.txt")"
+grep -q "replay-gemm_rtx_test" "$WORK/workers.txt" || die "no replay worker listed: $(cat "$WORK/workers.txt")"
 [ "$have_opencl" = 0 ] || grep -q "opencl-" "$WORK/workers.txt" || die "no opencl worker listed"
 
 submit() { kiln submit "$@" --json | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])'; }
 jobs=("cpu:$(submit --op gemm --shape M=4,N=64,K=64 --chip cpu --budget 6)")
 jobs+=("sim:$(submit --op gemm --shape M=64,N=1024,K=1024 --chip sim --budget 24)")
+jobs+=("replay:$(submit --op gemm --shape M=64,N=64,K=64 --chip replay-gemm_rtx_test --budget 6)")
 if [ "$have_opencl" = 1 ]; then
   jobs+=("opencl:$(submit --op gemm --shape M=16,N=256,K=128 --chip opencl --budget 8)")
   jobs+=("opencl:$(submit --op softmax --shape T=4,N=1000 --chip opencl --budget 4)")
