@@ -25,7 +25,15 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
       options_(options),
       rng_(options.seed ? options.seed
                         : static_cast<uint64_t>(clock->NowMs()) ^
-                              std::chrono::steady_clock::now().time_since_epoch().count()) {}
+                              std::chrono::steady_clock::now().time_since_epoch().count()),
+      finals_(options.final_rounds, options.finalists, clock,
+              FinalRounds::Hooks{
+                  [this](JobEntry& job, int task, v1::TrialKind kind) -> v1::Trial& {
+                    return NewTrialLocked(job, task, kind);
+                  },
+                  [this](JobEntry& job, v1::JobEvent::Kind kind, int task,
+                         const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
+                  [this](JobEntry& job) { UpdateBestTokensLocked(job); }}) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -246,7 +254,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
   for (const auto& [id, trial] : job.trials)
     if (trial.state() != v1::DONE) return;
-  if (StartFinalsLocked(job, batch)) {
+  if (finals_.StartLocked(job, batch)) {
     work_cv_.notify_all();
     return;
   }

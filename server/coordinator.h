@@ -1,5 +1,9 @@
 // The coordinator core: jobs, tasks, trial leasing, results and events. Plain C++ over a Store;
-// the gRPC services are thin adapters over it (server/*_service.cc).
+// the gRPC services are thin adapters over it (server/services.cc). Its members are defined in
+// coordinator.cc (jobs, events), trial_scheduler.cc (leasing trials, applying results; see
+// trial_scheduler.h), fleet.cc (workers, lease expiry, Tick, Recover) and persistence.cc (jobs
+// rebuilt from the store); final rounds are server/final_rounds.h, tuning records
+// server/tuning_record.h.
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +19,7 @@
 #include "common/clock.h"
 #include "kiln/v1/tuning_service.pb.h"
 #include "kiln/v1/worker_service.pb.h"
+#include "server/final_rounds.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
 #include "server/store/store.h"
@@ -116,12 +121,6 @@ class Coordinator {
   // best confirmed one); a failed re-measurement's record becomes that failure.
   void ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBatch& batch);
   void MaybeFinishLocked(JobEntry& job, WriteBatch& batch);
-  // Creates the final rounds of every task of `job` that is due for them (budget spent, every
-  // trial answered, two or more contenders); returns the first trial created, or null.
-  v1::Trial* StartFinalsLocked(JobEntry& job, WriteBatch& batch);
-  // Scores the finalists of `task` once all its FINAL trials are answered, sets its best, and
-  // writes each finalist's record from its final rounds.
-  void DecideFinalsLocked(JobEntry& job, int task, WriteBatch& batch);
   // Model jobs: the estimated tokens/s after a task's best changed (and its gauge).
   void UpdateBestTokensLocked(JobEntry& job);
   void FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,
@@ -160,6 +159,10 @@ class Coordinator {
   std::condition_variable event_cv_;  // new job events for WaitEvents
   bool shutdown_ = false;
   std::mt19937_64 rng_;
+  // Final rounds of the jobs' tasks (NextTrialLocked and MaybeFinishLocked start them,
+  // ApplyResultLocked decides them), calling back into NewTrialLocked, PushEventLocked and
+  // UpdateBestTokensLocked.
+  FinalRounds finals_;
   std::map<std::string, std::unique_ptr<JobEntry>> jobs_;
   std::map<std::string, std::string> trial_job_;  // trial id -> job id
   std::map<std::string, WorkerEntry> workers_;

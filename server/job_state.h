@@ -18,7 +18,8 @@ struct TaskState {
   int proposed = 0;                           // TUNE trials created so far
   bool exhausted = false;                     // the strategy has nothing new to propose
   bool baseline_created = false;
-  // The task's first proposals (StartingConfigs in scheduler.cc), loaded once when it starts.
+  // The task's first proposals (StartingConfigs, server/trial_scheduler.h), loaded once when it
+  // starts.
   std::vector<codegen::Config> starts;
   bool starts_loaded = false;
   bool finals_started = false;  // its final rounds were created (or it had too few contenders)

@@ -1,5 +1,6 @@
 // Model jobs' task scheduler (Ansor's gradient rule): which task gets the next trial, when the
-// composed-step (STEP) trial is due, and the job's tokens-per-second figures.
+// composed-step (STEP) trial is due, and the job's tokens-per-second figures. It ranks tasks; the
+// coordinator's trial scheduler (server/trial_scheduler.h) asks it, then leases trials to workers.
 #pragma once
 
 #include "kiln/v1/types.pb.h"

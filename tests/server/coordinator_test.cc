@@ -249,6 +249,9 @@ TEST_F(CoordinatorTest, RecordsOfAnOlderKernelAreMeasuredAgain) {
   WriteBatch older;
   for (auto r : records) {
     EXPECT_FALSE(r.kernel_digest().empty()) << r.config_key();
+    // The provenance the worker reported: the measured kernel's source hash and toolchain.
+    EXPECT_EQ(r.source_hash().rfind("hash-" + r.job_id(), 0), 0u) << r.source_hash();
+    EXPECT_EQ(r.toolchain(), "c++ -O3 -march=native");
     digest[r.config_key()] = r.kernel_digest();
     r.set_kernel_digest("digest-of-an-older-template");
     older.records.push_back(r);

@@ -1,40 +1,30 @@
-// Coordinator core, scheduling half: binding jobs to chips, proposing and leasing trials,
-// applying results.
+#include "server/trial_scheduler.h"
+
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <limits>
-#include <map>
-#include <set>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "codegen/cpu/op_templates.h"  // SafeDefaultConfig
 #include "codegen/kernel_template.h"
 #include "common/status.h"
-#include "hardware/reference/step_tolerance.h"
 #include "server/coordinator.h"
+#include "server/final_rounds.h"
 #include "server/planner/task_scheduler.h"
+#include "server/tuning_record.h"
 #include "server/validate.h"
 
 namespace kiln::server {
 namespace {
 
-// Statuses whose record is final for (workload, chip, config): answered from the store.
-bool Reusable(v1::MeasurementStatus s) {
-  return s == v1::OK || s == v1::COMPILE_ERROR || s == v1::WRONG_RESULT;
-}
-
 // Bounds the proposals answered from the store in one call, so a lease never spins.
 constexpr int kMaxCachedPerCall = 256;
 
-// A task's first proposals, measured before its strategy's: for a model task its template's safe
-// default (a configuration every template guarantees to compile and verify), then the
-// configurations its template expects to do well at this shape on this chip. Those that break a
-// pin or a rule of the space are left out, and so are repeats.
+}  // namespace
+
 std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool model) {
   const v1::Workload& w = job.job.tasks(task).workload();
   auto space = codegen::SpaceFor(w, job.job.chip());
@@ -58,85 +48,6 @@ std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool
   return out;
 }
 
-// The digest of the kernel `config` renders to for task `task` on the job's chip (empty when the
-// task has no template for the chip or the configuration does not render).
-std::string KernelDigest(const JobEntry& job, int task, const codegen::Config& config) {
-  auto kernel = codegen::RenderFor(job.job.tasks(task).workload(), job.job.chip(), config);
-  return kernel.ok() ? kernel->Hash() : "";
-}
-
-// The tuning record of `trial`'s configuration measured as `m`, for the store.
-v1::TuningRecord RecordOf(const JobEntry& job, const v1::Trial& trial, const v1::Measurement& m,
-                          int64_t now_ms) {
-  const v1::TaskResult& task = job.job.tasks(trial.task_index());
-  v1::TuningRecord r;
-  r.set_workload_key(task.workload_key());
-  *r.mutable_workload() = task.workload();
-  r.set_chip_type(job.job.chip_type());
-  *r.mutable_chip() = job.job.chip();
-  *r.mutable_config() = trial.config();
-  const codegen::Config config = codegen::FromProto(trial.config());
-  r.set_config_key(codegen::ConfigKey(config));
-  r.set_kernel_digest(KernelDigest(job, trial.task_index(), config));
-  *r.mutable_measurement() = m;
-  r.set_created_unix_ms(now_ms);
-  r.set_job_id(job.job.id());
-  return r;
-}
-
-// Final rounds: a configuration slower than the fastest by more than this is not a contender
-// (host noise moves memory-bound kernels by +-30% between trials, not by 1.5x).
-constexpr double kFinalMargin = 1.5;
-
-// The leading configurations of task `task`: each distinct configuration's fastest OK median over
-// its TUNE and REMEASURE trials, fastest first, those within kFinalMargin of the first, at most k.
-// A demoted configuration counts with its re-measured figure only (its first was the lucky one),
-// and one whose re-measurement failed is no contender.
-std::vector<v1::Config> Contenders(const JobEntry& job, int task, int k) {
-  std::set<std::string> demoted, failed;  // by config key, from the REMEASURE trials
-  for (const auto& [id, t] : job.trials) {
-    if (t.task_index() != task || t.kind() != v1::REMEASURE || t.state() != v1::DONE) continue;
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    if (t.measurement().status() != v1::OK)
-      failed.insert(key);
-    else if (t.measurement().demoted())
-      demoted.insert(key);
-  }
-  std::map<std::string, std::pair<double, const v1::Config*>> fastest;  // by config key
-  for (const auto& [id, t] : job.trials) {
-    if (t.task_index() != task || (t.kind() != v1::TUNE && t.kind() != v1::REMEASURE) ||
-        t.state() != v1::DONE || t.measurement().status() != v1::OK)
-      continue;
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    if (failed.count(key) || (t.kind() == v1::TUNE && demoted.count(key))) continue;
-    const double us = t.measurement().median_us();
-    auto [it, fresh] = fastest.try_emplace(key, us, &t.config());
-    if (!fresh && us < it->second.first) it->second = {us, &t.config()};
-  }
-  std::vector<std::pair<double, const v1::Config*>> order;
-  for (const auto& [key, entry] : fastest) order.push_back(entry);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<v1::Config> out;
-  for (const auto& [us, config] : order)
-    if (static_cast<int>(out.size()) < k && us <= kFinalMargin * order.front().first)
-      out.push_back(*config);
-  return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// A new best's re-measurement confirms it when it is at most this much slower than the first
-// figure (DESIGN.md §5): a larger gap means the first run was luckier than the configuration is.
-// Faster is always a confirmation (timing noise on a host makes runs slower, not faster).
-constexpr double kConfirmRatio = 1.03;
-
-// The TUNE trial whose new best `again` (a REMEASURE trial) re-measures: the latest answered one
-// of the same task and configuration before it, or null.
 const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
   const std::string key = codegen::ConfigKey(codegen::FromProto(again.config()));
   const v1::Trial* first = nullptr;
@@ -147,93 +58,6 @@ const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
       first = &t;
   return first;
 }
-
-// The composed step's logits must match LibTorch's within the step tolerance of the job's dtype.
-// Checked where STEP results are accepted, not on the worker, so that a worker that skips the
-// check (or a buggy one) cannot publish a wrong step's tokens/s: a step outside it is refused.
-void RefuseInexactStep(v1::DType dtype, v1::Measurement* m) {
-  if (m->status() != v1::OK || !m->has_step()) return;
-  const double tolerance = hardware::StepTolerance(dtype);
-  const double err = m->step().max_error();
-  if (err >= 0 && err <= tolerance) return;  // NaN fails too
-  m->set_status(v1::WRONG_RESULT);
-  m->set_message(absl::StrCat(
-      "Kiln's step logits differ from LibTorch's: max_error ", absl::StrFormat("%.3g", err),
-      " > tolerance ", absl::StrFormat("%.3g", tolerance), " (",
-      dtype == v1::DTYPE_UNSPECIFIED ? "fp32" : absl::AsciiStrToLower(v1::DType_Name(dtype)),
-      ", relative to the largest logit)"));
-}
-
-// Why an OK measurement's figures cannot be a timing a worker made ("" when they can be). A
-// worker holds valid credentials, not trust: what it reports becomes a job's result and the
-// store's answer to later jobs, so figures no harness produces (not finite, not positive, a
-// median that is not its samples') are refused before anything counts them.
-std::string ImplausibleFigures(const v1::Measurement& m, v1::TrialKind kind) {
-  if (m.status() != v1::OK) return "";
-  auto positive = [](double x) { return std::isfinite(x) && x > 0; };
-  auto non_negative = [](double x) { return std::isfinite(x) && x >= 0; };
-  auto figure = [](const char* name, double x) { return absl::StrFormat("%s %.3g", name, x); };
-  if (!positive(m.median_us())) return figure("median_us", m.median_us()) + " is not a time";
-  if (m.samples_us_size() == 0) return "an OK result without samples";
-  for (double x : m.samples_us())
-    if (!positive(x)) return figure("a sample of", x) + " us is not a time";
-  const std::pair<const char*, double> others[] = {{"gflops", m.gflops()},
-                                                   {"gbytes_per_s", m.gbytes_per_s()},
-                                                   {"max_error", m.max_error()},
-                                                   {"p10_us", m.p10_us()},
-                                                   {"p90_us", m.p90_us()},
-                                                   {"cv", m.cv()},
-                                                   {"compile_seconds", m.compile_seconds()},
-                                                   {"measure_seconds", m.measure_seconds()},
-                                                   {"prepack_us", m.prepack_us()},
-                                                   {"trial_seconds", m.trial_seconds()}};
-  for (const auto& [name, x] : others)
-    if (!non_negative(x)) return figure(name, x) + " is not finite and >= 0";
-  for (const auto& route : m.baseline_routes()) {
-    if (route.status() != v1::OK) continue;
-    if (!positive(route.median_us()))
-      return figure("a baseline route's median_us", route.median_us());
-    for (double x : route.samples_us())
-      if (!positive(x)) return figure("a baseline route's sample of", x) + " us";
-  }
-  if (kind == v1::STEP) {
-    // A step's median is its scaled step time and its samples the raw ones (a few layers), so
-    // they are not compared; its own figures must be figures. (Its max_error is judged by
-    // RefuseInexactStep: a NaN there is a wrong step, not a forged one.)
-    if (!m.has_step() || !positive(m.step().measured()))
-      return figure("the step's measured tokens/s", m.step().measured()) + " is not positive";
-    const v1::StepResult& st = m.step();
-    const std::pair<const char*, double> step[] = {
-        {"step.baseline_measured", st.baseline_measured()},
-        {"step.step_us", st.step_us()},
-        {"step.baseline_step_us", st.baseline_step_us()},
-        {"step.read_gbytes_per_s", st.read_gbytes_per_s()},
-        {"step.bytes_per_token", st.bytes_per_token()},
-        {"step.bound", st.bound()},
-        {"step.bound_fraction", st.bound_fraction()},
-        {"step.baseline_bound_fraction", st.baseline_bound_fraction()}};
-    for (const auto& [name, x] : step)
-      if (!non_negative(x)) return figure(name, x) + " is not finite and >= 0";
-    for (const auto* samples :
-         {&st.samples_us(), &st.baseline_samples_us(), &st.read_gbytes_per_s_samples(),
-          &st.baseline_read_gbytes_per_s_samples()})
-      for (double x : *samples)
-        if (!positive(x)) return figure("a step sample of", x) + " is not positive";
-    return "";
-  }
-  std::vector<double> sorted(m.samples_us().begin(), m.samples_us().end());
-  std::sort(sorted.begin(), sorted.end());
-  const double median = Median(sorted);
-  // 1%: rounding and quantile conventions, never a different figure.
-  if (m.median_us() < sorted.front() || m.median_us() > sorted.back() ||
-      std::abs(m.median_us() - median) > 0.01 * median)
-    return absl::StrFormat(
-        "median_us %.3g is not the median of its %d samples (%.3g, in [%.3g, %.3g])", m.median_us(),
-        m.samples_us_size(), median, sorted.front(), sorted.back());
-  return "";
-}
-
-}  // namespace
 
 absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
   job.job.set_chip_type(chip.chip_type());
@@ -322,7 +146,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
   // A model job whose shared budget is spent: each task's final rounds first, then the composed
   // step with their winners (also when the last proposals were answered from the store just now).
   auto finals_or_step = [&]() -> v1::Trial* {
-    if (v1::Trial* final_trial = StartFinalsLocked(job, batch)) return final_trial;
+    if (v1::Trial* final_trial = finals_.StartLocked(job, batch)) return final_trial;
     if (!StepDue(job)) return nullptr;
     v1::Trial& step = NewTrialLocked(job, 0, v1::STEP);
     *step.mutable_step() = BuildStepRequest(job);
@@ -341,7 +165,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
       if (!job.BudgetSpent(i) && !t.finals_started && used < least) least = used, pick = i;
     }
     if (model) pick = PickModelTask(job);
-    if (pick < 0) return model ? finals_or_step() : StartFinalsLocked(job, batch);
+    if (pick < 0) return model ? finals_or_step() : finals_.StartLocked(job, batch);
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
       task.starts_loaded = true;
@@ -367,7 +191,7 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type,
                                      codegen::ConfigKey(configs[0]));
     // Only a record of the kernel the template renders today (see TuningRecord.kernel_digest).
-    if (record.ok() && record->has_value() && Reusable((*record)->measurement().status()) &&
+    if (record.ok() && record->has_value() && ReusableStatus((*record)->measurement().status()) &&
         (*record)->kernel_digest() == KernelDigest(job, pick, configs[0])) {
       v1::Measurement m = (*record)->measurement();
       m.set_from_cache(true);
@@ -475,7 +299,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   if (trial.kind() == v1::FINAL || trial.kind() == v1::BASELINE) {  // a final round's trial
     task->set_final_trials_done(task->final_trials_done() + 1);
     if (task->final_trials_done() >= task->final_trials())
-      DecideFinalsLocked(job, trial.task_index(), batch);
+      finals_.DecideLocked(job, trial.task_index(), batch);
     else
       PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
     return;
@@ -571,154 +395,6 @@ void Coordinator::ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBat
   }
 }
 
-v1::Trial* Coordinator::StartFinalsLocked(JobEntry& job, WriteBatch& batch) {
-  if (options_.final_rounds <= 0 || options_.finalists < 2) return nullptr;
-  // A model job's tasks share one budget: they are due for final rounds once it is spent.
-  const bool model = IsModelJob(job.job.spec());
-  const bool model_spent = model && PickModelTask(job) < 0;
-  v1::Trial* first = nullptr;
-  for (size_t i = 0; i < job.tasks.size(); ++i) {
-    TaskState& state = job.tasks[i];
-    if (state.finals_started || !state.baseline_created ||
-        !(model ? model_spent : job.BudgetSpent(i)))
-      continue;
-    bool answered = true;
-    for (const auto& [id, t] : job.trials)
-      answered = answered && (t.task_index() != static_cast<int>(i) || t.kind() == v1::STEP ||
-                              t.state() == v1::DONE);
-    if (!answered) continue;
-    state.finals_started = true;
-    const std::vector<v1::Config> finalists = Contenders(job, i, options_.finalists);
-    if (finalists.size() < 2) continue;
-    // Round after round, every finalist once, in the same order, then the task's fastest
-    // baseline route: the trials are leased oldest first, so each round is timed back to back
-    // and the baseline beside the finalists (its first figure may come from another moment of
-    // a host whose memory bandwidth moves).
-    v1::TaskResult* task = job.job.mutable_tasks(i);
-    const v1::BaselineRoute* route = nullptr;
-    for (const auto& r : task->baseline().baseline_routes())
-      if (r.status() == v1::OK && (!route || r.median_us() < route->median_us())) route = &r;
-    for (int round = 1; round <= options_.final_rounds; ++round) {
-      for (const v1::Config& config : finalists) {
-        v1::Trial& t = NewTrialLocked(job, i, v1::FINAL);
-        *t.mutable_config() = config;
-        t.set_final_round(round);
-        batch.trials.push_back(t);
-        if (!first) first = &t;
-      }
-      if (route) {
-        v1::Trial& b = NewTrialLocked(job, i, v1::BASELINE);
-        b.mutable_baseline_route()->set_name(route->name());
-        b.mutable_baseline_route()->set_threads(route->threads());
-        b.set_final_round(round);
-        batch.trials.push_back(b);
-      }
-    }
-    task->set_final_trials(options_.final_rounds *
-                           (static_cast<int>(finalists.size()) + (route ? 1 : 0)));
-    task->set_final_trials_done(0);
-    batch.jobs.push_back(job.job);
-    PushEventLocked(job, v1::JobEvent::PROGRESS, i);
-  }
-  return first;
-}
-
-void Coordinator::DecideFinalsLocked(JobEntry& job, int task_index, WriteBatch& batch) {
-  struct Entry {
-    v1::Config config;
-    std::map<int, const v1::Trial*> rounds;
-  };
-  std::map<std::string, Entry> entries;  // by config key
-  std::vector<std::string> order;        // first seen (the contenders' order)
-  int rounds = 0;
-  for (const auto& [id, t] : job.trials) {
-    if (t.task_index() != task_index || t.kind() != v1::FINAL) continue;
-    const std::string key = codegen::ConfigKey(codegen::FromProto(t.config()));
-    auto [it, fresh] = entries.try_emplace(key);
-    if (fresh) order.push_back(key), it->second.config = t.config();
-    it->second.rounds[t.final_round()] = &t;
-    rounds = std::max(rounds, t.final_round());
-  }
-  auto ok = [](const v1::Trial* t) { return t && t->measurement().status() == v1::OK; };
-  std::map<int, double> fastest;  // per round, over the finalists that passed it
-  for (const auto& [key, e] : entries)
-    for (const auto& [round, t] : e.rounds)
-      if (ok(t) && (!fastest.count(round) || t->measurement().median_us() < fastest[round]))
-        fastest[round] = t->measurement().median_us();
-  // Each finalist's record becomes its median round, or its first failed one: a kernel that
-  // verifies only sometimes is not answered from the store as sound.
-  auto median_round = [](const Entry& e) {
-    std::vector<const v1::Trial*> rounds;
-    for (const auto& [round, t] : e.rounds) rounds.push_back(t);
-    std::sort(rounds.begin(), rounds.end(), [](const v1::Trial* a, const v1::Trial* b) {
-      return a->measurement().median_us() < b->measurement().median_us();
-    });
-    return rounds[rounds.size() / 2];  // of an even count, the slower middle one
-  };
-  std::vector<v1::Finalist> finalists;
-  for (const std::string& key : order) {
-    const Entry& e = entries[key];
-    const v1::Trial* figure = nullptr;
-    for (const auto& [round, t] : e.rounds)
-      if (!figure && !ok(t)) figure = t;
-    if (!figure) figure = median_round(e);
-    batch.records.push_back(RecordOf(job, *figure, figure->measurement(), clock_->NowMs()));
-    v1::Finalist f;
-    *f.mutable_config() = e.config;
-    std::vector<double> ratios;
-    for (int round = 1; round <= rounds; ++round) {
-      auto it = e.rounds.find(round);
-      const v1::Trial* t = it == e.rounds.end() ? nullptr : it->second;
-      f.add_round_median_us(ok(t) ? t->measurement().median_us() : 0);
-      if (ok(t))
-        ratios.push_back(t->measurement().median_us() / fastest[round]);
-      else
-        f.set_failed(true);
-    }
-    if (!f.failed()) f.set_score(Median(ratios));
-    finalists.push_back(std::move(f));
-  }
-  std::stable_sort(finalists.begin(), finalists.end(),
-                   [](const v1::Finalist& a, const v1::Finalist& b) {
-                     if (a.failed() != b.failed()) return !a.failed();
-                     return a.score() < b.score();
-                   });
-  v1::TaskResult* task = job.job.mutable_tasks(task_index);
-  task->clear_finalists();
-  for (const auto& f : finalists) *task->add_finalists() = f;
-  if (finalists.empty() || finalists.front().failed()) {
-    // Every finalist failed a round (a kernel that verifies only sometimes, or crashes): none of
-    // them is a best to report, and the fastest was one of them.
-    task->clear_best();
-    task->clear_best_config();
-    PushEventLocked(job, v1::JobEvent::PROGRESS, task_index);
-    return;
-  }
-  // The winner's figure: its median round.
-  const Entry& winner = entries[codegen::ConfigKey(codegen::FromProto(finalists[0].config()))];
-  *task->mutable_best() = median_round(winner)->measurement();
-  *task->mutable_best_config() = winner.config;
-  // The baseline's figure: its fastest route's median over the rounds it was timed in beside
-  // the finalists (every route's first figure stays listed).
-  std::vector<double> base_rounds;
-  for (const auto& [id, t] : job.trials)
-    if (t.task_index() == task_index && t.kind() == v1::BASELINE && t.final_round() > 0 && ok(&t))
-      base_rounds.push_back(t.measurement().median_us());
-  if (!base_rounds.empty() && task->has_baseline()) {
-    v1::Measurement* base = task->mutable_baseline();
-    const double first_us = base->median_us();
-    base->set_median_us(Median(base_rounds));
-    base->clear_samples_us();
-    for (double us : base_rounds) base->add_samples_us(us);
-    base->set_message(absl::StrCat("timed in ", base_rounds.size(),
-                                   " final rounds beside the finalists (median of the rounds); ",
-                                   "first timed ", absl::StrFormat("%.1f", first_us),
-                                   " us when the task started"));
-  }
-  UpdateBestTokensLocked(job);
-  PushEventLocked(job, v1::JobEvent::NEW_BEST, task_index, &task->best());
-}
-
 absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     const v1::ReportResultsRequest& request, const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
@@ -730,6 +406,10 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
           absl::StrCat("results[", i, "].measurement.status: required"));
     if (r.attempt() < 1)
       return absl::InvalidArgumentError(absl::StrCat("results[", i, "].attempt: must be >= 1"));
+    if (r.source_hash().size() > kMaxSourceHashChars || r.toolchain().size() > kMaxToolchainChars)
+      return absl::InvalidArgumentError(
+          absl::StrCat("results[", i, "]: source_hash at most ", kMaxSourceHashChars,
+                       " characters, toolchain at most ", kMaxToolchainChars));
   }
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
@@ -783,6 +463,8 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
       out.set_accepted(out.accepted() + 1);
       worker->info.set_trials_done(worker->info.trials_done() + 1);
     }
+    trial->set_source_hash(r.source_hash());
+    trial->set_toolchain(r.toolchain());
     ApplyResultLocked(*job, *trial, m, r.implementation(), batch);
     MaybeFinishLocked(*job, batch);
     batch.jobs.push_back(job->job);
