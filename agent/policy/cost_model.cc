@@ -163,15 +163,6 @@ double CostModel::Train(const std::vector<float>& x, const std::vector<float>& y
   return last;
 }
 
-void CostModel::PredictMembers(const float* x, int n, std::vector<float>* out) const {
-  torch::NoGradGuard no_grad;
-  out->assign(static_cast<size_t>(n) * members_, 0);
-  if (n == 0) return;
-  auto xt = torch::from_blob(const_cast<float*>(x), {n, kConfigFeatures}, torch::kFloat32);
-  torch::Tensor pred = impl_->net->forward(xt).select(2, 0).contiguous();
-  std::copy_n(pred.data_ptr<float>(), out->size(), out->begin());
-}
-
 void CostModel::Predict(const float* x, int n, std::vector<float>* mean, std::vector<float>* spread,
                         std::vector<float>* fail) const {
   torch::NoGradGuard no_grad;

@@ -25,8 +25,6 @@ class CostModel {
   double Train(const std::vector<float>& x, const std::vector<float>& y,
                const std::vector<uint8_t>& ok, const std::vector<uint8_t>& member_mask, int steps,
                std::mt19937_64& rng);
-  // Each member's own prediction for n rows: members x n, member-major.
-  void PredictMembers(const float* x, int n, std::vector<float>* out) const;
   // Mean and spread over the members of the predicted log latency, and the mean probability
   // of failing, for n rows of features. `spread` and `fail` may be null.
   void Predict(const float* x, int n, std::vector<float>* mean, std::vector<float>* spread,

@@ -13,10 +13,6 @@ constexpr double kNoiseGrid[] = {1e-4, 1e-3, 1e-2, 0.05, 0.2};
 constexpr int kTuneRows = 64;  // hyper-parameters are fitted on at most this many rows
 constexpr int kSweeps = 2;
 
-constexpr double kMixGrid[][3] = {{1, 0, 0},     {0, 1, 0},     {0, 0, 1},      {0.5, 0.5, 0},
-                                  {0.5, 0, 0.5}, {0, 0.5, 0.5}, {0.3, 0.4, 0.3}};
-constexpr double kScaleGrid[] = {0.5, 1.0, 2.0};
-
 // The triangular loops below run along contiguous rows (axpy, no reductions), so the compiler
 // vectorizes them, with the widest vectors this CPU has; the pool's rows are predicted in blocks
 // of this many. Each clone contracts multiply-adds alike in its vector body and its tail, so a
@@ -63,15 +59,13 @@ KILN_GP_CLONES double CholeskyUpper(double* u, int n) {
 
 }  // namespace
 
-GpModel::GpModel(std::vector<int> sizes, bool additive)
-    : sizes_(std::move(sizes)), additive_(additive) {
+GpModel::GpModel(std::vector<int> sizes) : sizes_(std::move(sizes)) {
   h_.theta.assign(sizes_.size(), 0.0);
   for (int k = 0; k < static_cast<int>(sizes_.size()); ++k)
     if (sizes_[k] > 1) {
       active_.push_back(k);
-      h_.theta[k] = additive ? 1.0 : 0.5;
+      h_.theta[k] = 0.5;
     }
-  if (additive) h_.w1 = 0.3, h_.w2 = 0.4, h_.w3 = 0.3;
   // d_k = 0 for equal values, 0.5 + 0.5 |a - b| / (size - 1) otherwise.
   for (int k : active_) {
     const int s = sizes_[k];
@@ -97,30 +91,11 @@ void GpModel::KernelRow(const Hyper& h, const std::vector<double>& sim, const in
   const size_t m = active_.size();
   // sim is symmetric in the value pair: the row of a's value, indexed by b's.
   auto table = [&](size_t q) { return sim.data() + offset_[q] + a[q] * asize_[q]; };
-  if (!additive_) {
-    std::fill(out, out + cols, h.scale);
-    for (size_t q = 0; q < m; ++q) {
-      const double* t = table(q);
-      const int32_t* b = bq + q * stride;
-      for (int c = 0; c < cols; ++c) out[c] *= t[b[c]];
-    }
-    return;
-  }
-  std::vector<double> e1(cols, 0.0), p2(cols, 0.0), prod(cols, 1.0);
+  std::fill(out, out + cols, h.scale);
   for (size_t q = 0; q < m; ++q) {
     const double* t = table(q);
     const int32_t* b = bq + q * stride;
-    for (int c = 0; c < cols; ++c) {
-      const double sq = t[b[c]];
-      e1[c] += sq;
-      p2[c] += sq * sq;
-      prod[c] *= sq;
-    }
-  }
-  for (int c = 0; c < cols; ++c) {
-    const double first = m ? e1[c] / m : 1.0;
-    const double second = m > 1 ? (e1[c] * e1[c] - p2[c]) / (m * (m - 1.0)) : first;
-    out[c] = h.scale * (h.w1 * first + h.w2 * second + h.w3 * prod[c]);
+    for (int c = 0; c < cols; ++c) out[c] *= t[b[c]];
   }
 }
 
@@ -213,19 +188,6 @@ void GpModel::Fit(const std::vector<Row>& rows, const std::vector<double>& y, bo
           h.theta[k] = v;
           consider(h);
         }
-      if (additive_) {
-        for (const auto& mix : kMixGrid) {
-          Hyper h = h_;
-          h.w1 = mix[0], h.w2 = mix[1], h.w3 = mix[2];
-          consider(h);
-        }
-        for (double v : kScaleGrid) {
-          if (v == h_.scale) continue;
-          Hyper h = h_;
-          h.scale = v;
-          consider(h);
-        }
-      }
       for (double v : kNoiseGrid) {
         if (v == h_.noise) continue;
         Hyper h = h_;

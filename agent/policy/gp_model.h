@@ -19,10 +19,7 @@ namespace kiln::agent {
 class GpModel {
  public:
   // `sizes`: each knob's domain size; knobs with one value are ignored.
-  // `additive`: the kernel is a mix of first-order (sum over knobs), second-order (sum over knob
-  // pairs) and full-product terms of per-knob similarities, with the mix fitted; otherwise the
-  // product alone.
-  explicit GpModel(std::vector<int> sizes, bool additive = false);
+  explicit GpModel(std::vector<int> sizes);
 
   // Conditions on rows with targets `y` (standardised log latency, lower is better). With
   // `tune`, the per-knob weights and the noise are refitted first by coordinate ascent on the
@@ -44,9 +41,8 @@ class GpModel {
 
  private:
   struct Hyper {
-    std::vector<double> theta;      // per knob (inactive ones stay 0)
-    double w1 = 0, w2 = 0, w3 = 1;  // first-order, second-order, product shares (additive)
-    double scale = 1;               // prior variance
+    std::vector<double> theta;  // per knob (inactive ones stay 0)
+    double scale = 1;           // prior variance
     double noise = 0.01;
   };
   // exp(-theta_k d_k(a, b)) for every active knob k and value pair, under `h`: the kernel's
@@ -64,7 +60,6 @@ class GpModel {
                 const Hyper& h, std::vector<double>* u, std::vector<double>* alpha) const;
 
   std::vector<int> sizes_;
-  bool additive_;
   std::vector<int> active_;   // knobs with more than one value
   std::vector<int> asize_;    // their domain sizes
   std::vector<int> offset_;   // where each active knob's value pairs start in a similarity table

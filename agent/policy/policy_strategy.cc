@@ -6,9 +6,7 @@
 #include <deque>
 #include <unordered_set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "agent/policy/checkpoint.h"
 #include "agent/policy/cost_model.h"
 #include "agent/policy/features.h"
@@ -34,21 +32,21 @@ class PolicyStrategy final : public Strategy {
         policy_(std::make_unique<PolicyNet>(features_, index_, ctx_.seed)),
         cost_(std::make_unique<CostModel>(ctx_.seed)),
         sampler_(features_, *index_),
-        gp_(index_->sizes(), o_.gp_additive != 0),
+        gp_(index_->sizes()),
         rng_(ctx_.seed) {}
 
   ~PolicyStrategy() override { Save(); }
 
   absl::Status Init() {
-    if (!ctx_.init_checkpoint.empty() && o_.prior_mean) {
+    if (!ctx_.init_checkpoint.empty() && o_.prior_mean != PriorMean::kNone) {
       // The checkpoint as the GP's prior mean, weighted by how well it fits this task: a prior
       // from unlike kernels then costs nothing, where loading it into the networks that propose
-      // (prior_mean=0) steered the first trials to what was fast elsewhere. Leave-one-out over
+      // (PriorMean::kNone) steered the first trials to what was fast elsewhere. Leave-one-out over
       // the replay spaces: fewer trials than a cold start on four of five, a tie on the fifth
       // (docs/benchmarks.md).
       prior_ = std::make_unique<CostModel>(ctx_.seed);
       RETURN_IF_ERROR(LoadCheckpoint(ctx_.init_checkpoint, nullptr, prior_.get()));
-      if (o_.prior_mean == 2)
+      if (o_.prior_mean == PriorMean::kCostModelAndPolicy)
         RETURN_IF_ERROR(LoadCheckpoint(ctx_.init_checkpoint, policy_.get(), nullptr));
       prior_mean_ = true;
     } else if (!ctx_.init_checkpoint.empty()) {
@@ -104,8 +102,7 @@ class PolicyStrategy final : public Strategy {
       }
       uint8_t any = 0;
       for (int m = 0; m < cost_->members(); ++m)
-        any |=
-            mask_.emplace_back(!o_.bootstrap || std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
+        any |= mask_.emplace_back(std::uniform_real_distribution<>(0, 1)(rng_) < 0.7);
       if (!any) mask_[mask_.size() - 1 - rng_() % cost_->members()] = 1;
       // One notion of progress for both local moves: a result 1% faster than the best so far.
       const bool improved = res.ok && res.log_us < progress_best_ - 0.01;
@@ -156,9 +153,7 @@ class PolicyStrategy final : public Strategy {
       flips_.pop_front();
       if (!ledger_.Seen(*r)) return true;
     }
-    double dice = std::uniform_real_distribution<>(0, 1)(rng_);
-    if (dice < o_.explore_uniform && ledger_.RandomUnseen(rng_, r)) return Unbiased(true, *r);
-    if (dice < o_.explore_uniform + o_.explore) {
+    if (std::uniform_real_distribution<>(0, 1)(rng_) < o_.explore) {
       std::vector<Row> d = sampler_.Draw(1, ledger_, rng_);
       if (!d.empty()) {
         *r = d[0];
@@ -229,7 +224,7 @@ class PolicyStrategy final : public Strategy {
   std::unique_ptr<PolicyNet> policy_;
   std::unique_ptr<CostModel> cost_;
   // The checkpoint's cost model as loaded: the GP's prior mean (prior_mean_), or, with the
-  // networks loaded (prior_mean=0), kept for the trust check until it has run.
+  // networks loaded (PriorMean::kNone), kept for the trust check until it has run.
   std::unique_ptr<CostModel> prior_;
   bool prior_mean_ = false;
   double prior_weight_ = 0, prior_offset_ = 0;
@@ -249,7 +244,6 @@ class PolicyStrategy final : public Strategy {
   std::unordered_set<uint64_t> unbiased_;  // codes of rows picked without the models
   std::vector<float> x_;                   // features of every result, in ledger order
   std::vector<uint8_t> mask_;              // results x members: which members train on which result
-  int refreshes_ = 0;
   std::vector<PpoSample> samples_;
   std::unordered_map<uint64_t, float> old_logp_, predicted_;
   std::deque<std::pair<float, float>> recent_;  // (predicted, measured) for rank accuracy
@@ -283,7 +277,7 @@ void PolicyStrategy::Learn() {
                 : kFailureReward;
     }
     cost_->Train(x_, y, ok, mask_, results.size() < 64 ? o_.cost_steps_early : o_.cost_steps, rng_);
-    if (o_.gp) {
+    if (o_.surrogate != Surrogate::kEnsemble) {
       std::vector<Row> rows;
       std::vector<double> gy;
       for (size_t i = 0; i < results.size(); ++i)
@@ -450,7 +444,7 @@ void PolicyStrategy::Acquisition(const std::vector<Row>& pool, std::vector<float
   std::vector<float> mean, spread, fail;
   cost_->Predict(x.data(), static_cast<int>(pool.size()), &mean, &spread, &fail);
   float kappa = static_cast<float>(o_.kappa);
-  if (o_.gp && gp_tuned_at_ > 0) {
+  if (o_.surrogate != Surrogate::kEnsemble && gp_tuned_at_ > 0) {
     std::vector<float> gmean, gsd;
     gp_.Predict(pool, &gmean, &gsd);
     if (prior_mean_ && prior_weight_ != 0) {
@@ -460,7 +454,7 @@ void PolicyStrategy::Acquisition(const std::vector<Row>& pool, std::vector<float
         gmean[i] +=
             static_cast<float>(prior_weight_ * (std::max(prior_clip_, p[i]) - prior_offset_));
     }
-    const float w = o_.gp == 1 ? 1.0f : 0.5f;
+    const float w = o_.surrogate == Surrogate::kGp ? 1.0f : 0.5f;
     for (size_t i = 0; i < pool.size(); ++i) {
       mean[i] = w * gmean[i] + (1 - w) * mean[i];
       spread[i] = w * gsd[i] * static_cast<float>(o_.gp_kappa) + (1 - w) * spread[i] * kappa;
@@ -471,13 +465,6 @@ void PolicyStrategy::Acquisition(const std::vector<Row>& pool, std::vector<float
   for (size_t i = 0; i < pool.size(); ++i)
     (*acq)[i] = mean[i] - kappa * spread[i] + static_cast<float>(o_.fail_penalty) * fail[i] +
                 (crowd > 0 ? static_cast<float>(crowd * std::log1p(Crowd(pool[i]))) : 0.0f);
-  if (o_.thompson) {
-    std::vector<float> members;
-    cost_->PredictMembers(x.data(), static_cast<int>(pool.size()), &members);
-    const size_t m = (refreshes_++ % cost_->members()) * pool.size();
-    for (size_t i = 0; i < pool.size(); ++i)
-      (*acq)[i] = members[m + i] + static_cast<float>(o_.fail_penalty) * fail[i];
-  }
   if (mean_out) *mean_out = std::move(mean);
 }
 
@@ -515,8 +502,6 @@ void PolicyStrategy::Refresh() {
     for (const Row& n : index_->Neighbours(ledger_.results()[order[i]].row)) add(n);
   Row r;
   for (int i = 0; i < o_.pool_uniform / shrink && ledger_.RandomUnseen(rng_, &r); ++i) add(r);
-  if (index_->enumerated() && index_->rows().size() <= static_cast<size_t>(o_.pool_all))
-    for (const Row& row : index_->rows()) add(row);
   if (pool.empty()) return;
   std::vector<float> score, mean;
   Acquisition(pool, &score, &mean);
@@ -532,89 +517,6 @@ void PolicyStrategy::Refresh() {
 }
 
 }  // namespace
-
-absl::Status ParsePolicyOptions(const std::string& text, PolicyOptions* o) {
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    double v;
-    if (!absl::SimpleAtod(kv.second, &v))
-      return absl::InvalidArgumentError(absl::StrCat("policy option ", item, ": not a number"));
-    const std::string& k = kv.first;
-    if (k == "initial")
-      o->initial = v;
-    else if (k == "initial_warm")
-      o->initial_warm = v;
-    else if (k == "pool_policy")
-      o->pool_policy = v;
-    else if (k == "pool_uniform")
-      o->pool_uniform = v;
-    else if (k == "neighbours_of")
-      o->neighbours_of = v;
-    else if (k == "explore")
-      o->explore = v;
-    else if (k == "kappa")
-      o->kappa = v;
-    else if (k == "explore_uniform")
-      o->explore_uniform = v;
-    else if (k == "prior_fit")
-      o->prior_fit = v;
-    else if (k == "prior_fit_min")
-      o->prior_fit_min = v;
-    else if (k == "prior_fit_corr")
-      o->prior_fit_corr = v;
-    else if (k == "prior_clip")
-      o->prior_clip = v;
-    else if (k == "bootstrap")
-      o->bootstrap = v;
-    else if (k == "thompson")
-      o->thompson = v;
-    else if (k == "gp")
-      o->gp = v;
-    else if (k == "gp_kappa")
-      o->gp_kappa = v;
-    else if (k == "gp_rows")
-      o->gp_rows = v;
-    else if (k == "gp_prior")
-      o->gp_prior = v;
-    else if (k == "gp_additive")
-      o->gp_additive = v;
-    else if (k == "flip_cap")
-      o->flip_cap = v;
-    else if (k == "flip_max")
-      o->flip_max = v;
-    else if (k == "pool_all")
-      o->pool_all = v;
-    else if (k == "gp_tune_every")
-      o->gp_tune_every = v;
-    else if (k == "fail_penalty")
-      o->fail_penalty = v;
-    else if (k == "cost_steps")
-      o->cost_steps = v;
-    else if (k == "crowd_after")
-      o->crowd_after = v;
-    else if (k == "crowd")
-      o->crowd = v;
-    else if (k == "cost_steps_early")
-      o->cost_steps_early = v;
-    else if (k == "ppo_epochs")
-      o->ppo_epochs = v;
-    else if (k == "ppo_window")
-      o->ppo_window = v;
-    else if (k == "trust_after")
-      o->trust_after = v;
-    else if (k == "trust_refill")
-      o->trust_refill = v;
-    else if (k == "trust_min")
-      o->trust_min = v;
-    else if (k == "prior_mean")
-      o->prior_mean = v;
-    else if (k == "prior_ridge")
-      o->prior_ridge = v;
-    else
-      return absl::InvalidArgumentError(absl::StrCat("unknown policy option ", k));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<Strategy>> NewPolicyStrategy(StrategyContext context,
                                                             PolicyOptions options) {

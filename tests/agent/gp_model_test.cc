@@ -30,13 +30,11 @@ void Sample(int n, std::vector<Row>* rows, std::vector<double>* y) {
   for (const Row& r : *rows) y->push_back(Truth(r));
 }
 
-class GpKernels : public ::testing::TestWithParam<bool> {};
-
-TEST_P(GpKernels, IgnoresAnIrrelevantKnobAndInterpolates) {
+TEST(GpModel, IgnoresAnIrrelevantKnobAndInterpolates) {
   std::vector<Row> rows;
   std::vector<double> y;
   Sample(40, &rows, &y);
-  GpModel gp({4, 8, 3, 1}, GetParam());  // a fourth knob with one value is ignored
+  GpModel gp({4, 8, 3, 1});  // a fourth knob with one value is ignored
   for (Row& r : rows) r.push_back(0);
   gp.Fit(rows, y, /*tune=*/true);
   EXPECT_TRUE(std::isfinite(gp.log_likelihood()));
@@ -62,11 +60,11 @@ TEST_P(GpKernels, IgnoresAnIrrelevantKnobAndInterpolates) {
   EXPECT_LT(err, 0.25 * spread);
 }
 
-TEST_P(GpKernels, SpreadIsSmallAtDataAndLargeAwayFromIt) {
+TEST(GpModel, SpreadIsSmallAtDataAndLargeAwayFromIt) {
   std::vector<Row> rows;
   std::vector<double> y;
   Sample(12, &rows, &y);
-  GpModel gp({4, 8, 3}, GetParam());
+  GpModel gp({4, 8, 3});
   std::vector<float> mean, sd;
   gp.Predict(rows, &mean, &sd);  // before any fit: the prior
   for (float s : sd) EXPECT_FLOAT_EQ(s, 1.0f);
@@ -159,8 +157,6 @@ TEST(GpModel, PosteriorMatchesADenseSolveAndDoesNotDependOnBatching) {
     EXPECT_EQ(one_sd[0], sd[c]);
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(ProductAndAdditive, GpKernels, ::testing::Bool());
 
 }  // namespace
 }  // namespace kiln::agent

@@ -205,6 +205,37 @@ TEST(PolicyStrategy, FlipsTheCategoricalKnobsOfANewBest) {
   }
 }
 
+// KILN_POLICY_OPTIONS: numbers within range, modes by name or by their old numbers; anything
+// else is an error that names the key, and leaves the options as they were up to it.
+TEST(PolicyOptions, ParsesOverridesByTable) {
+  PolicyOptions o;
+  ASSERT_TRUE(
+      ParsePolicyOptions("kappa=1.5,flip_cap=0,gp=ensemble,prior_mean=none,prior_fit=0", &o).ok());
+  EXPECT_EQ(o.kappa, 1.5);
+  EXPECT_EQ(o.flip_cap, 0);
+  EXPECT_EQ(o.surrogate, Surrogate::kEnsemble);
+  EXPECT_EQ(o.prior_mean, PriorMean::kNone);
+  EXPECT_FALSE(o.prior_fit);
+  ASSERT_TRUE(ParsePolicyOptions("gp=1,prior_mean=2", &o).ok());
+  EXPECT_EQ(o.surrogate, Surrogate::kGp);
+  EXPECT_EQ(o.prior_mean, PriorMean::kCostModelAndPolicy);
+  ASSERT_TRUE(ParsePolicyOptions("gp=blend,prior_mean=cost_model", &o).ok());
+  EXPECT_EQ(o.surrogate, Surrogate::kBlend);
+  EXPECT_EQ(o.prior_mean, PriorMean::kCostModel);
+  EXPECT_TRUE(ParsePolicyOptions("", &o).ok());
+
+  for (const char* bad : {"thompson=1", "pool_all=100", "explore=1.5", "initial=2.5", "initial=-1",
+                          "gp=3", "gp=product", "prior_fit=2", "kappa", "kappa=x"}) {
+    absl::Status s = ParsePolicyOptions(bad, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(s.message().find(key), absl::string_view::npos) << s.message();
+  }
+  PolicyOptions d;
+  EXPECT_FALSE(ParsePolicyOptions("explore=0.1,nope=1", &d).ok());
+  EXPECT_EQ(d.explore, 0.1);
+}
+
 class Recorder : public AgentMetrics {
  public:
   void Report(const std::string& name, double value) override { seen[name] = value; }
@@ -281,14 +312,14 @@ TEST_F(WarmStartTest, PriorMeanWeighsThePriorByHowItRanksThisTask) {
 
 // The weight is trusted only once the rows picked without the models (the 10 space-filling
 // ones here) show the prior ranks the task: with fewer of them than prior_fit_min, even a prior
-// from the same landscape gets no weight; ungated (prior_fit=0) it gets one.
+// from the same landscape gets no weight; ungated (prior_fit=false) it gets one.
 TEST_F(WarmStartTest, PriorWeightIsFittedOnRowsPickedWithoutTheModels) {
   double tile = 0;
   PolicyOptions gated;
   gated.prior_fit_min = 50;  // more than the 10 space-filling rows of 20 trials
   EXPECT_EQ(PriorWeight(gated, /*large_fast=*/true, &tile), 0);
   PolicyOptions all;
-  all.prior_fit = 0;
+  all.prior_fit = false;
   EXPECT_GT(PriorWeight(all, /*large_fast=*/true, &tile), 0.1);
 }
 
@@ -304,11 +335,11 @@ TEST_F(WarmStartTest, PriorIsFlatOverItsPredictedFastestShare) {
   EXPECT_EQ(PriorWeight(whole, /*large_fast=*/true, &tile), 0);
 }
 
-// prior_mean=0 loads both networks; its trust check drops a prior that ranks backwards (restarts
-// cold, still finds the optimum) and keeps one from the same landscape.
+// PriorMean::kNone loads both networks; its trust check drops a prior that ranks backwards
+// (restarts cold, still finds the optimum) and keeps one from the same landscape.
 TEST_F(WarmStartTest, LoadedNetworksAreDroppedWhenThePriorRanksBackwards) {
   PolicyOptions o;
-  o.prior_mean = 0;
+  o.prior_mean = PriorMean::kNone;
   double tile = 0;
   auto distrusted = std::make_shared<Recorder>();
   Run("warm", o, /*large_fast=*/false, 20, distrusted, &tile);
