@@ -11,7 +11,7 @@
 #include "bench/median.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/read_sweep.h"
-#include "hardware/cpu/toolchain.h"
+#include "hardware/toolchain.h"
 
 namespace {
 

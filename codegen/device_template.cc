@@ -1,4 +1,4 @@
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 
 #include <map>
 

@@ -1,70 +1,58 @@
 #include "hardware/device.h"
 
-#include <optional>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "hardware/cpu/cpu_device.h"
-#include "hardware/replay/replay_device.h"
-#include "hardware/sim/sim_device.h"
-#ifdef KILN_HAVE_OPENCL
-#include "hardware/opencl/opencl_device.h"
-#endif
-#ifdef KILN_HAVE_CUDA
-#include "hardware/cuda/cuda_device.h"
-#endif
+#include "absl/strings/str_join.h"
+#include "hardware/device_registry.h"
 
 namespace kiln::hardware {
+
+// Each backend's descriptor, defined in its own folder; the list is the build's (backends.inc).
+#define KILN_BACKEND(Name) Backend Name##Backend();
+#define KILN_ABSENT_BACKEND(kind, what)
+#include "hardware/backends.inc"
+#undef KILN_BACKEND
+#undef KILN_ABSENT_BACKEND
+
 namespace {
 
-// "opencl", "opencl:N", "cuda", "cuda:N", "sim:NAME"; nullopt for other specs.
-// A backend this build lacks says so (FAILED_PRECONDITION) rather than "unknown device".
-std::optional<absl::StatusOr<std::unique_ptr<Device>>> OpenAcceleratorDevice(
-    const std::string& spec, const v1::ChipFingerprint* known) {
-  absl::string_view rest = spec;
-  int index = 0;
-  auto parse_index = [&](absl::string_view kind) -> absl::Status {
-    if (rest.empty()) return absl::OkStatus();
-    if (!absl::ConsumePrefix(&rest, ":") || !absl::SimpleAtoi(rest, &index) || index < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("device '", spec, "': expected ", kind, " or ", kind, ":N"));
-    return absl::OkStatus();
-  };
-  auto lacking = [&](absl::string_view what) {
+// A backend this build lacks: its specs are refused with the reason, not "unknown device".
+Backend Absent(std::string kind, std::string what) {
+  Backend b;
+  b.name = kind;
+  b.usage = kind + "[:N]";
+  b.open = [kind, what](const std::string& spec, const v1::ChipFingerprint*)
+      -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+    auto index = ParseIndexedSpec(spec, kind);
+    if (!index) return std::nullopt;
+    if (!index->ok()) return index->status();
     return absl::FailedPreconditionError(absl::StrCat("device '", spec, "': this build has no ",
                                                       what, " backend (see docs/backends.md)"));
   };
-  (void)lacking;  // unused when every backend is built
-  if (absl::ConsumePrefix(&rest, "sim:")) return NewSimDevice(std::string(rest), known);
-  if (absl::ConsumePrefix(&rest, "opencl")) {
-    if (auto s = parse_index("opencl"); !s.ok()) return s;
-#ifdef KILN_HAVE_OPENCL
-    return NewOpenClDevice(index, known);
-#else
-    return lacking("OpenCL");
-#endif
-  }
-  if (absl::ConsumePrefix(&rest, "cuda")) {
-    if (auto s = parse_index("cuda"); !s.ok()) return s;
-#ifdef KILN_HAVE_CUDA
-    return NewCudaDevice(index, known);
-#else
-    return lacking("CUDA");
-#endif
-  }
-  return std::nullopt;
+  return b;
 }
 
 }  // namespace
 
+const std::vector<Backend>& Backends() {
+  static const std::vector<Backend>* all = new std::vector<Backend>{
+#define KILN_BACKEND(Name) Name##Backend(),
+#define KILN_ABSENT_BACKEND(kind, what) Absent(kind, what),
+#include "hardware/backends.inc"
+#undef KILN_BACKEND
+#undef KILN_ABSENT_BACKEND
+  };
+  return *all;
+}
+
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec,
                                                    const v1::ChipFingerprint* known) {
-  if (spec == "cpu") return NewCpuDevice(known);
-  if (spec.rfind("replay:", 0) == 0) return NewReplayDevice(spec.substr(7), known);
-  if (auto accel = OpenAcceleratorDevice(spec, known)) return std::move(*accel);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown device '", spec, "' (known: cpu, opencl[:N], cuda[:N], sim:NAME, replay:PATH)"));
+  std::vector<std::string> usage;
+  for (const Backend& b : Backends()) {
+    if (auto device = b.open(spec, known)) return std::move(*device);
+    usage.push_back(b.usage);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", spec, "' (known: ", absl::StrJoin(usage, ", "), ")"));
 }
 
 }  // namespace kiln::hardware

@@ -1,4 +1,4 @@
-#include "hardware/cpu/toolchain.h"
+#include "hardware/toolchain.h"
 
 #include <unistd.h>
 

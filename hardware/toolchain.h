@@ -1,4 +1,4 @@
-// The CPU backend's compile path: compiler discovery, the kernel cache, cached compiles.
+// The compile path every backend shares: compiler discovery, the kernel cache, cached compiles.
 #pragma once
 
 #include <string>

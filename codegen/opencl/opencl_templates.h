@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 
 namespace kiln::codegen {
 

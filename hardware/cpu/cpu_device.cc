@@ -13,7 +13,8 @@
 #include "hardware/cpu/gemm_harness.h"
 #include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_harness.h"
-#include "hardware/cpu/toolchain.h"
+#include "hardware/device_registry.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {
@@ -194,6 +195,15 @@ std::unique_ptr<Device> NewCpuDevice(const v1::ChipFingerprint* known) {
   absl::StatusOr<Toolchain> tc = FindToolchain();
   v1::ChipFingerprint fp = ProbeCpuFingerprint(tc.ok() ? &*tc : nullptr);
   return std::make_unique<CpuDevice>(std::move(fp), std::move(tc));
+}
+
+Backend CpuBackend() {
+  return {"cpu", "cpu",
+          [](const std::string& spec, const v1::ChipFingerprint* known)
+              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+            if (spec != "cpu") return std::nullopt;
+            return NewCpuDevice(known);
+          }};
 }
 
 }  // namespace kiln::hardware

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "hardware/cpu/toolchain.h"
+#include "hardware/toolchain.h"
 #include "kiln/v1/types.pb.h"
 
 namespace kiln::hardware {

@@ -10,13 +10,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/workload.h"
 #include "common/status.h"
-#include "hardware/cpu/toolchain.h"
 #include "hardware/cuda/cuda_api.h"
+#include "hardware/device_registry.h"
 #include "hardware/kernel_package.h"
 #include "hardware/operands.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {
@@ -269,6 +270,17 @@ absl::StatusOr<std::unique_ptr<Device>> NewCudaDevice(int index, const v1::ChipF
     return std::unique_ptr<Device>(new CudaDevice(*cu, *known));
   }
   return std::unique_ptr<Device>(new CudaDevice(*cu, CudaFingerprint(*cu, dev)));
+}
+
+Backend CudaBackend() {
+  return {"cuda", "cuda[:N]",
+          [](const std::string& spec, const v1::ChipFingerprint* known)
+              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+            auto index = ParseIndexedSpec(spec, "cuda");
+            if (!index) return std::nullopt;
+            if (!index->ok()) return index->status();
+            return NewCudaDevice(**index, known);
+          }};
 }
 
 }  // namespace kiln::hardware

@@ -6,8 +6,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "hardware/cpu/toolchain.h"
 #include "hardware/cuda/cuda_api.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {

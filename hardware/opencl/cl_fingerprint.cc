@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "hardware/cpu/fingerprint.h"
-#include "hardware/cpu/toolchain.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {

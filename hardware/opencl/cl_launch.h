@@ -2,7 +2,7 @@
 // operator's operands in device buffers.
 #pragma once
 
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "hardware/device.h"
 #include "hardware/opencl/cl_runtime.h"
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "hardware/cpu/toolchain.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {

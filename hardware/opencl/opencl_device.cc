@@ -3,14 +3,15 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/workload.h"
 #include "common/status.h"
-#include "hardware/cpu/toolchain.h"
+#include "hardware/device_registry.h"
 #include "hardware/kernel_package.h"
 #include "hardware/opencl/cl_fingerprint.h"
 #include "hardware/opencl/cl_launch.h"
 #include "hardware/operands.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {
@@ -137,6 +138,17 @@ absl::StatusOr<std::unique_ptr<Device>> NewOpenClDevice(int index,
   }
   v1::ChipFingerprint fp = ProbeClFingerprint(*rt);
   return std::unique_ptr<Device>(new OpenClDevice(std::move(rt), std::move(fp)));
+}
+
+Backend OpenClBackend() {
+  return {"opencl", "opencl[:N]",
+          [](const std::string& spec, const v1::ChipFingerprint* known)
+              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+            auto index = ParseIndexedSpec(spec, "opencl");
+            if (!index) return std::nullopt;
+            if (!index->ok()) return index->status();
+            return NewOpenClDevice(**index, known);
+          }};
 }
 
 }  // namespace kiln::hardware

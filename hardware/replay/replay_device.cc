@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "hardware/device_registry.h"
 
 namespace kiln::hardware {
 namespace {
@@ -141,6 +142,15 @@ absl::StatusOr<std::unique_ptr<Device>> NewReplayDevice(const std::string& path,
 std::unique_ptr<Device> NewReplayDevice(std::shared_ptr<const ReplaySet> set) {
   v1::ChipFingerprint fp = FingerprintOf(*set);
   return std::make_unique<ReplayDevice>(set->name, std::move(set), std::move(fp));
+}
+
+Backend ReplayBackend() {
+  return {"replay", "replay:PATH",
+          [](const std::string& spec, const v1::ChipFingerprint* known)
+              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+            if (spec.rfind("replay:", 0) != 0) return std::nullopt;
+            return NewReplayDevice(spec.substr(7), known);
+          }};
 }
 
 }  // namespace kiln::hardware

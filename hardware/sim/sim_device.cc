@@ -10,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/sim/sim_templates.h"
 #include "codegen/workload.h"
 #include "hardware/buffers.h"
+#include "hardware/device_registry.h"
 #include "hardware/measure.h"
 #include "hardware/reference/gemm_reference.h"
 #include "hardware/sim/systolic_model.h"
@@ -184,6 +185,15 @@ absl::StatusOr<std::unique_ptr<Device>> NewSimDevice(const std::string& name,
         "sim:", name, " is ", fp.chip_type(), ", not the fingerprinted ", known->chip_type()));
   if (known) fp = *known;
   return std::unique_ptr<Device>(new SimDevice(*array, std::move(fp)));
+}
+
+Backend SimBackend() {
+  return {"sim", "sim:NAME",
+          [](const std::string& spec, const v1::ChipFingerprint* known)
+              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
+            if (spec.rfind("sim:", 0) != 0) return std::nullopt;
+            return NewSimDevice(spec.substr(4), known);
+          }};
 }
 
 }  // namespace kiln::hardware

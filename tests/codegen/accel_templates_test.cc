@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/sim/sim_templates.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"

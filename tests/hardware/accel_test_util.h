@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/workload.h"
 #include "hardware/device.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "codegen/opencl/device_template.h"
+#include "codegen/device_template.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
