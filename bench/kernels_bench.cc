@@ -25,11 +25,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/flags.h"
 #include "bench/median.h"
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
+#include "common/json_text.h"
 #include "hardware/cpu/gemm_harness.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
@@ -45,8 +46,9 @@ struct Row {
   int m = 0;  // GEMM rows (0 for attention)
   double kiln_us = 0, base_us = 0, gflops = 0, gbps = 0, roof_pct = 0, prepack_us = 0, trial_s = 0,
          job_s = 0;
-  std::string base_name;                        // the fastest route ("onednn-packed/2t")
-  std::string routes_json = "[]", routes_text;  // every route timed
+  std::string base_name;  // the fastest route ("onednn-packed/2t")
+  nlohmann::ordered_json routes_json = nlohmann::ordered_json::array();  // every route timed
+  std::string routes_text;
   double read_gbps = 0;       // the read sweep around this case's timing (its roofline)
   double roof_pct_probe = 0;  // against the fingerprint's probe, taken once at the start
   // Paired rounds: each a short timing between two single sweep passes, its % of the roofline
@@ -54,7 +56,8 @@ struct Row {
   double paired_pct = 0, paired_read_gbps = 0;
   std::string config;
   // The coordinator's final rounds (TaskResult.finalists): a JSON array, and one line of text.
-  std::string finals_json = "[]", finals_text;
+  nlohmann::ordered_json finals_json = nlohmann::ordered_json::array();
+  std::string finals_text;
 };
 
 constexpr char kUsage[] =
@@ -172,46 +175,47 @@ int main(int argc, char** argv) {
   std::string json_path, md_path, suite = "";
   int budget = 60;
   int final_rounds = kiln::server::CoordinatorOptions().final_rounds;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "kiln-bench-kernels: %s needs a value\n%s", a.c_str(), kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
+  auto into = [](std::string* out) {
+    return [out](const std::string& v) {
+      *out = v;
+      return std::string();
     };
-    if (a == "--shape")
-      shapes.push_back(next());
-    else if (a == "--suite")
-      suite = next();
-    else if (a == "--budget")
-      budget = std::atoi(next().c_str());
-    else if (a == "--pin") {
-      const std::string pin = next();
-      const size_t eq = pin.find('=');
-      int64_t value = 0;
-      if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(pin.substr(eq + 1), &value)) {
-        std::fprintf(stderr, "kiln-bench-kernels: --pin: expected KNOB=INTEGER, got '%s'\n",
-                     pin.c_str());
-        return 2;
-      }
-      pins[pin.substr(0, eq)] = value;
-    } else if (a == "--final-rounds") {
-      const std::string v = next();
-      if (!absl::SimpleAtoi(v, &final_rounds) || final_rounds < 0 || final_rounds > 10) {
-        std::fprintf(stderr, "kiln-bench-kernels: --final-rounds: expected 0..10, got '%s'\n",
-                     v.c_str());
-        return 2;
-      }
-    } else if (a == "--json")
-      json_path = next();
-    else if (a == "--markdown")
-      md_path = next();
-    else {
-      std::fprintf(stderr, "kiln-bench-kernels: unknown flag %s\n%s", a.c_str(), kUsage);
-      return 2;
-    }
+  };
+  const std::vector<kiln::bench::Flag> flags = {
+      {"--shape", kiln::bench::Flag::kValue,
+       [&](const std::string& v) {
+         shapes.push_back(v);
+         return std::string();
+       }},
+      {"--suite", kiln::bench::Flag::kValue, into(&suite)},
+      {"--budget", kiln::bench::Flag::kValue,
+       [&](const std::string& v) {
+         budget = std::atoi(v.c_str());
+         return std::string();
+       }},
+      {"--pin", kiln::bench::Flag::kValue,
+       [&](const std::string& pin) {
+         const size_t eq = pin.find('=');
+         int64_t value = 0;
+         if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(pin.substr(eq + 1), &value))
+           return "--pin: expected KNOB=INTEGER, got '" + pin + "'";
+         pins[pin.substr(0, eq)] = value;
+         return std::string();
+       }},
+      {"--final-rounds", kiln::bench::Flag::kValue,
+       [&](const std::string& v) {
+         if (!absl::SimpleAtoi(v, &final_rounds) || final_rounds < 0 || final_rounds > 10)
+           return "--final-rounds: expected 0..10, got '" + v + "'";
+         return std::string();
+       }},
+      {"--json", kiln::bench::Flag::kValue, into(&json_path)},
+      {"--markdown", kiln::bench::Flag::kValue, into(&md_path)},
+  };
+  if (auto error = kiln::bench::ParseFlags(argc, argv, flags)) {
+    // A refused value names what is wrong; a missing value or unknown flag shows the usage.
+    std::fprintf(stderr, "kiln-bench-kernels: %s\n%s", error->message.c_str(),
+                 error->refused ? "" : kUsage);
+    return 2;
   }
   if (!suite.empty()) {
     auto more = Suite(suite);
@@ -335,20 +339,18 @@ int main(int argc, char** argv) {
     r.base_us = base.status() == kiln::v1::OK ? base.median_us() : 0;
     if (const kiln::v1::BaselineRoute* f = kiln::hardware::FastestRoute(base))
       r.base_name = absl::StrCat(f->name(), "/", f->threads(), "t");
-    std::vector<std::string> routes_json;
     for (const auto& route : base.baseline_routes()) {
       const bool ok = route.status() == kiln::v1::OK;
-      routes_json.push_back(absl::StrFormat(
-          "{\"name\": \"%s\", \"threads\": %d, \"status\": \"%s\", \"median_us\": %.3f, "
-          "\"prepack_us\": %.1f}",
-          route.name(), route.threads(), kiln::v1::MeasurementStatus_Name(route.status()),
-          ok ? route.median_us() : 0.0, route.prepack_us()));
+      r.routes_json.push_back({{"name", route.name()},
+                               {"threads", route.threads()},
+                               {"status", kiln::v1::MeasurementStatus_Name(route.status())},
+                               {"median_us", kiln::RoundTo(ok ? route.median_us() : 0.0, 3)},
+                               {"prepack_us", kiln::RoundTo(route.prepack_us(), 1)}});
       absl::StrAppend(&r.routes_text, r.routes_text.empty() ? "" : ", ", route.name(), "/",
                       route.threads(), "t ",
                       ok ? absl::StrFormat("%.1f", route.median_us())
                          : kiln::v1::MeasurementStatus_Name(route.status()));
     }
-    r.routes_json = absl::StrCat("[", absl::StrJoin(routes_json, ", "), "]");
     r.gflops = ours.gflops();
     r.gbps = ours.gbytes_per_s();
     r.prepack_us = ours.prepack_us();
@@ -367,16 +369,17 @@ int main(int argc, char** argv) {
     r.roof_pct = roof > 0 ? 100 * r.gflops / roof : 0;
     r.roof_pct_probe = roof_probe > 0 ? 100 * r.gflops / roof_probe : 0;
     r.config = kiln::codegen::ConfigKey(kiln::codegen::FromProto(job.tasks(0).best_config()));
-    std::vector<std::string> finals_json;
     for (const auto& f : job.tasks(0).finalists()) {
       const std::string key = kiln::codegen::ConfigKey(kiln::codegen::FromProto(f.config()));
-      finals_json.push_back(absl::StrFormat(
-          "{\"config\": \"%s\", \"score\": %.4f, \"failed\": %s, \"round_median_us\": [%s]}", key,
-          f.score(), f.failed() ? "true" : "false", absl::StrJoin(f.round_median_us(), ", ")));
+      r.finals_json.push_back(
+          {{"config", key},
+           {"score", kiln::RoundTo(f.score(), 4)},
+           {"failed", f.failed()},
+           {"round_median_us",
+            std::vector<double>(f.round_median_us().begin(), f.round_median_us().end())}});
       absl::StrAppend(&r.finals_text, r.finals_text.empty() ? "" : "; ",
                       f.failed() ? "failed" : absl::StrFormat("%.3f", f.score()), " ", key);
     }
-    r.finals_json = absl::StrCat("[", absl::StrJoin(finals_json, ", "), "]");
     auto ratio = [](double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0; };
     std::printf("%-38s %9.1f %8.1f %7.1f %6.1f %6.1f %7.1f %-28s %10.1f %7.2fx %7.2f\n", c.c_str(),
                 r.kiln_us, r.gflops, r.gbps, r.read_gbps, r.roof_pct, r.paired_pct,
@@ -447,27 +450,36 @@ int main(int argc, char** argv) {
         median(gemm_rows, [](const Row& r) { return r.trial_s; }),
         median(gemm_rows, [](const Row& r) { return r.job_s; }));
   if (!json_path.empty()) {
+    using kiln::RoundTo;
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+    for (const Row& r : rows)
+      json_rows.push_back({{"op", r.op},
+                           {"shape", r.shape},
+                           {"kiln_us", RoundTo(r.kiln_us, 3)},
+                           {"baseline_us", RoundTo(r.base_us, 3)},
+                           {"baseline", r.base_name},
+                           {"baselines", r.routes_json},
+                           {"gflops", RoundTo(r.gflops, 3)},
+                           {"gbytes_per_s", RoundTo(r.gbps, 3)},
+                           {"read_gbytes_per_s", RoundTo(r.read_gbps, 2)},
+                           {"roofline_pct", RoundTo(r.roof_pct, 2)},
+                           {"roofline_pct_probe", RoundTo(r.roof_pct_probe, 2)},
+                           {"paired_roofline_pct", RoundTo(r.paired_pct, 2)},
+                           {"paired_read_gbytes_per_s", RoundTo(r.paired_read_gbps, 2)},
+                           {"prepack_us", RoundTo(r.prepack_us, 1)},
+                           {"seconds_per_trial", RoundTo(r.trial_s, 3)},
+                           {"job_seconds_per_trial", RoundTo(r.job_s, 3)},
+                           {"config", r.config},
+                           {"finalists", r.finals_json}});
     std::ofstream f(json_path);
-    f << "{\"openblas_core\": \"" << openblas_get_corename() << "\", \"torch\": \""
-      << kiln::hardware::torch_baseline::Name() << "\", \"chip_type\": \"" << chip.chip_type()
-      << "\", \"peak_gflops\": " << chip.peak_gflops()
-      << ", \"read_gbytes_per_s\": " << chip.read_gbytes_per_s() << ", \"budget\": " << budget
-      << ", \"rows\": [";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      f << (i ? ", " : "")
-        << absl::StrFormat(
-               "{\"op\": \"%s\", \"shape\": \"%s\", \"kiln_us\": %.3f, \"baseline_us\": %.3f, "
-               "\"baseline\": \"%s\", \"baselines\": %s, \"gflops\": %.3f, \"gbytes_per_s\": %.3f, "
-               "\"read_gbytes_per_s\": %.2f, \"roofline_pct\": %.2f, \"roofline_pct_probe\": %.2f, "
-               "\"paired_roofline_pct\": %.2f, \"paired_read_gbytes_per_s\": %.2f, \"prepack_us\": "
-               "%.1f, \"seconds_per_trial\": %.3f, "
-               "\"job_seconds_per_trial\": %.3f, \"config\": \"%s\", \"finalists\": %s}",
-               r.op, r.shape, r.kiln_us, r.base_us, r.base_name, r.routes_json, r.gflops, r.gbps,
-               r.read_gbps, r.roof_pct, r.roof_pct_probe, r.paired_pct, r.paired_read_gbps,
-               r.prepack_us, r.trial_s, r.job_s, r.config, r.finals_json);
-    }
-    f << "]}\n";
+    f << kiln::JsonText({{"openblas_core", openblas_get_corename()},
+                         {"torch", kiln::hardware::torch_baseline::Name()},
+                         {"chip_type", chip.chip_type()},
+                         {"peak_gflops", chip.peak_gflops()},
+                         {"read_gbytes_per_s", chip.read_gbytes_per_s()},
+                         {"budget", budget},
+                         {"rows", std::move(json_rows)}})
+      << "\n";
   }
   if (!md_path.empty()) {
     std::ofstream f(md_path);

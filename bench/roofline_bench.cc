@@ -8,7 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/flags.h"
 #include "bench/median.h"
+#include "common/json_text.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/toolchain.h"
@@ -43,16 +45,21 @@ double Triad(size_t floats, int threads, int repeats) {
 int main(int argc, char** argv) {
   int repeats = 5;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json")
-      json = true;
-    else if (a == "--repeats" && i + 1 < argc)
-      repeats = std::max(1, std::atoi(argv[++i]));
-    else {
-      std::fprintf(stderr, "usage: kiln-bench-roofline [--repeats N] [--json]\n");
-      return 2;
-    }
+  const std::vector<kiln::bench::Flag> flags = {
+      {"--json", kiln::bench::Flag::kSwitch,
+       [&](const std::string&) {
+         json = true;
+         return std::string();
+       }},
+      {"--repeats", kiln::bench::Flag::kValue,
+       [&](const std::string& v) {
+         repeats = std::max(1, std::atoi(v.c_str()));
+         return std::string();
+       }},
+  };
+  if (kiln::bench::ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr, "usage: kiln-bench-roofline [--repeats N] [--json]\n");
+    return 2;
   }
   auto toolchain = kiln::hardware::FindToolchain();
   if (!toolchain.ok()) {
@@ -79,12 +86,16 @@ int main(int argc, char** argv) {
   }
   const double triad = Triad(size_t{64} << 20, threads, repeats);  // 3 x 256 MiB
   if (json) {
-    std::printf(
-        "{\"chip_type\": \"%s\", \"model\": \"%s\", \"cores\": %d, \"peak_gflops\": %.1f, "
-        "\"read_gbytes_per_s\": %.2f, \"step_sweep_gbytes_per_s\": %.2f, "
-        "\"triad_gbytes_per_s\": %.2f, \"repeats\": %d}\n",
-        fp.chip_type().c_str(), fp.model().c_str(), fp.cores(), Median(peak), Median(read),
-        Median(pool_read), triad, repeats);
+    using kiln::RoundTo;
+    std::printf("%s\n", kiln::JsonText({{"chip_type", fp.chip_type()},
+                                        {"model", fp.model()},
+                                        {"cores", fp.cores()},
+                                        {"peak_gflops", RoundTo(Median(peak), 1)},
+                                        {"read_gbytes_per_s", RoundTo(Median(read), 2)},
+                                        {"step_sweep_gbytes_per_s", RoundTo(Median(pool_read), 2)},
+                                        {"triad_gbytes_per_s", RoundTo(triad, 2)},
+                                        {"repeats", repeats}})
+                            .c_str());
   } else {
     std::printf("chip          %s (%s), %d cores\n", fp.chip_type().c_str(), fp.model().c_str(),
                 fp.cores());

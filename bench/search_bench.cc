@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/strategy.h"
+#include "bench/flags.h"
 #include "bench/search_eval.h"
+#include "common/json_text.h"
 
 namespace {
 
@@ -69,49 +71,45 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  std::vector<std::string>* list = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--json" || a == "--verbose") {
-      (a == "--json" ? o.json : o.verbose) = true;
-      list = nullptr;
-    } else if (a == "--space") {
-      list = &o.spaces;
-    } else if (a == "--strategy") {
-      list = &o.strategies;
-    } else if (a == "--seeds" || a == "--budget" || a == "--jobs") {
-      if (i + 1 >= argc) return Fail(a + " needs a value");
-      int* dst = a == "--seeds" ? &o.seeds : a == "--budget" ? &o.budget : &o.jobs;
-      if (!ParseInt(argv[++i], 1, dst)) return Fail(a + " must be a positive integer");
-      list = nullptr;
-    } else if (a.rfind("--", 0) == 0) {
-      return Fail("unknown flag " + a);
-    } else if (list) {
-      list->push_back(a);
-    } else {
-      return Fail("unexpected argument " + a);
-    }
+  bool help = false;
+  using kiln::bench::Flag;
+  auto on = [](bool* out) {
+    return [out](const std::string&) {
+      *out = true;
+      return std::string();
+    };
+  };
+  auto add_to = [](std::vector<std::string>* out) {
+    return [out](const std::string& v) {
+      out->push_back(v);
+      return std::string();
+    };
+  };
+  auto positive = [](const char* name, int* out) {
+    return [name, out](const std::string& v) {
+      return ParseInt(v, 1, out) ? std::string()
+                                 : std::string(name) + " must be a positive integer";
+    };
+  };
+  const std::vector<Flag> flags = {
+      {"-h", Flag::kSwitch, on(&help), /*stop=*/true},
+      {"--help", Flag::kSwitch, on(&help), /*stop=*/true},
+      {"--json", Flag::kSwitch, on(&o.json)},
+      {"--verbose", Flag::kSwitch, on(&o.verbose)},
+      {"--space", Flag::kList, add_to(&o.spaces)},
+      {"--strategy", Flag::kList, add_to(&o.strategies)},
+      {"--seeds", Flag::kValue, positive("--seeds", &o.seeds)},
+      {"--budget", Flag::kValue, positive("--budget", &o.budget)},
+      {"--jobs", Flag::kValue, positive("--jobs", &o.jobs)},
+  };
+  if (auto error = kiln::bench::ParseFlags(argc, argv, flags)) return Fail(error->message);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (o.spaces.empty()) return Fail("--space needs at least one file");
   if (o.strategies.empty()) return Fail("--strategy needs at least one name");
@@ -167,7 +165,7 @@ int main(int argc, char** argv) {
                    spaces[i / per_space].set->name.c_str(),
                    o.strategies[(i % per_space) / o.seeds].c_str(), 1 + i % o.seeds,
                    traces[i].trials_to_target);
-  std::string json = "{\"results\": [";
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
   if (!o.json)
     std::printf("%-28s %-16s %8s %7s %9s %8s %8s %10s %7s %7s %7s %8s\n", "space", "strategy",
                 "median95", "rnd-med", "ratio-med", "mean95", "rnd-mean", "ratio-mean", "reached",
@@ -192,20 +190,32 @@ int main(int argc, char** argv) {
       log_median_ratio[k] += std::log(ratio_median);
       log_mean_ratio[k] += std::log(ratio_mean);
       if (o.json) {
-        if (si + k > 0) json += ", ";
-        json += absl::StrFormat(
-            "{\"space\": %s, \"strategy\": %s, \"resolved_strategy\": %s, \"is_default\": %s, "
-            "\"median_trials_to_95\": %s, \"mean_trials_to_95\": %.2f, \"reached_share\": %.4f, "
-            "\"random_median_trials_to_95\": %d, \"random_mean_trials_to_95\": %.2f, "
-            "\"random_expected_trials_to_95\": %.2f, \"ratio\": %.3f, \"ratio_median\": %.3f, "
-            "\"ratio_mean\": %.3f, \"score_10\": %.4f, \"score_25\": %.4f, "
-            "\"agent_ms_per_trial\": %.4f, \"configs\": %d, \"good\": %d}",
-            JsonString(space.path), JsonString(name),
-            JsonString(name == "default" ? kiln::agent::kDefaultStrategy : name),
-            is_default ? "true" : "false",
-            s.median_trials > 0 ? absl::StrFormat("%g", s.median_trials) : "null", s.mean_trials,
-            s.reached_share, random_median, random_mean, random_mean, ratio_median, ratio_median,
-            ratio_mean, s.score_10, s.score_25, s.agent_ms_per_trial, n, space.good);
+        using kiln::RoundTo;
+        // A median over seeds is a whole number of trials or halfway between two; null: unreached.
+        nlohmann::ordered_json median = nullptr;
+        if (s.median_trials > 0)
+          median = s.median_trials == std::floor(s.median_trials)
+                       ? nlohmann::ordered_json(static_cast<int64_t>(s.median_trials))
+                       : nlohmann::ordered_json(s.median_trials);
+        results.push_back(
+            {{"space", space.path},
+             {"strategy", name},
+             {"resolved_strategy", name == "default" ? kiln::agent::kDefaultStrategy : name},
+             {"is_default", is_default},
+             {"median_trials_to_95", std::move(median)},
+             {"mean_trials_to_95", RoundTo(s.mean_trials, 2)},
+             {"reached_share", RoundTo(s.reached_share, 4)},
+             {"random_median_trials_to_95", random_median},
+             {"random_mean_trials_to_95", RoundTo(random_mean, 2)},
+             {"random_expected_trials_to_95", RoundTo(random_mean, 2)},
+             {"ratio", RoundTo(ratio_median, 3)},
+             {"ratio_median", RoundTo(ratio_median, 3)},
+             {"ratio_mean", RoundTo(ratio_mean, 3)},
+             {"score_10", RoundTo(s.score_10, 4)},
+             {"score_25", RoundTo(s.score_25, 4)},
+             {"agent_ms_per_trial", RoundTo(s.agent_ms_per_trial, 4)},
+             {"configs", n},
+             {"good", space.good}});
       } else {
         std::string stem = space.set->name;
         std::printf(
@@ -222,6 +232,6 @@ int main(int argc, char** argv) {
       std::printf("geomean over %zu spaces, %s: ratio-med %.1f, ratio-mean %.1f\n", spaces.size(),
                   o.strategies[k].c_str(), std::exp(log_median_ratio[k] / spaces.size()),
                   std::exp(log_mean_ratio[k] / spaces.size()));
-  if (o.json) std::printf("%s]}\n", json.c_str());
+  if (o.json) std::printf("%s\n", kiln::JsonText({{"results", std::move(results)}}).c_str());
   return 0;
 }

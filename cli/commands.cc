@@ -5,16 +5,14 @@
 
 #include "cli/export.h"
 #include "cli/format.h"
-#include "cli/json_writer.h"
 #include "cli/progress.h"
 #include "cli/results.h"
+#include "common/json_text.h"
 
 namespace kiln::cli {
 namespace {
 
-std::string JobIdJson(const std::string& job_id) {
-  return JsonWriter().BeginObject().Key("job_id").String(job_id).EndObject().str();
-}
+std::string JobIdJson(const std::string& job_id) { return JsonText({{"job_id", job_id}}); }
 
 // Follows the job with a progress line on stderr; returns its final snapshot.
 absl::StatusOr<v1::Job> WatchWithProgress(Client& client, const std::string& job_id, Io& io) {

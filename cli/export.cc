@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
-#include "cli/json_writer.h"
 #include "cli/table.h"
+#include "common/json_text.h"
 #include "common/status.h"
 #include "common/text.h"
 
@@ -53,22 +55,22 @@ absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
     return absl::AlreadyExistsError(
         absl::StrCat("--out ", dir, ": exists and is not an empty directory; nothing was written"));
-  JsonWriter w;
-  w.BeginObject().Key("job_id").String(kernels.job_id()).Key("kernels").BeginArray();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& k : kernels.kernels()) {
-    w.BeginObject().Key("workload").String(k.workload_key()).Key("file").String(k.file_name());
-    w.Key("dialect").String(k.dialect()).Key("entry").String(k.entry());
-    w.Key("config").BeginObject();
-    for (const auto& [name, value] : k.config().knobs()) w.Key(name).Int(value);
-    w.EndObject();
-    w.Key("median_us").Number(k.best().median_us()).Key("samples_us").BeginArray();
-    for (double s : k.best().samples_us()) w.Number(s);
-    w.EndArray().EndObject();
+    nlohmann::ordered_json config = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : k.config().knobs()) config[name] = value;
+    list.push_back({{"workload", k.workload_key()},
+                    {"file", k.file_name()},
+                    {"dialect", k.dialect()},
+                    {"entry", k.entry()},
+                    {"config", std::move(config)},
+                    {"median_us", k.best().median_us()},
+                    {"samples_us", std::vector<double>(k.best().samples_us().begin(),
+                                                       k.best().samples_us().end())}});
   }
-  w.EndArray().Key("chip");
-  WriteChipJson(w, kernels.chip());
-  w.EndObject();
-  const std::string manifest = w.str();
+  const std::string manifest = JsonText({{"job_id", kernels.job_id()},
+                                         {"kernels", std::move(list)},
+                                         {"chip", ChipJson(kernels.chip())}});
 
   const fs::path target = fs::absolute(fs::path(dir), ec);
   const fs::path tmp =

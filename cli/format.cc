@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "cli/table.h"
 #include "codegen/workload.h"
+#include "common/json_text.h"
 
 namespace kiln::cli {
 
@@ -62,26 +64,21 @@ std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
 }
 
 std::string JobsJson(const std::vector<v1::Job>& jobs) {
-  JsonWriter w;
-  w.BeginObject().Key("jobs").BeginArray();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const v1::Job& job : jobs) {
-    w.BeginObject();
-    w.Key("job_id").String(job.id());
-    w.Key("state").String(v1::JobState_Name(job.state()));
-    w.Key("chip").String(job.spec().chip());
-    w.Key("chip_type").String(job.chip_type());
-    w.Key("workload").String(JobWorkloadText(job));
-    w.Key("trials_done").Int(job.trials_done());
-    w.Key("trials_failed").Int(job.trials_failed());
-    w.Key("budget").Int(job.spec().budget_trials());
-    double best = JobBestMicros(job);
-    w.Key("best_us");
-    best > 0 ? w.Number(best) : w.Null();
-    w.Key("created_unix_ms").Int(job.created_unix_ms());
-    w.EndObject();
+    const double best = JobBestMicros(job);
+    list.push_back({{"job_id", job.id()},
+                    {"state", v1::JobState_Name(job.state())},
+                    {"chip", job.spec().chip()},
+                    {"chip_type", job.chip_type()},
+                    {"workload", JobWorkloadText(job)},
+                    {"trials_done", job.trials_done()},
+                    {"trials_failed", job.trials_failed()},
+                    {"budget", job.spec().budget_trials()},
+                    {"best_us", best > 0 ? nlohmann::ordered_json(best) : nlohmann::ordered_json()},
+                    {"created_unix_ms", job.created_unix_ms()}});
   }
-  w.EndArray().EndObject();
-  return w.str();
+  return JsonText({{"jobs", std::move(list)}});
 }
 
 namespace {
@@ -111,47 +108,39 @@ std::string FormatWorkersTable(const std::vector<v1::WorkerInfo>& workers, int64
 }
 
 std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
-  JsonWriter w;
-  w.BeginObject().Key("workers").BeginArray();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const v1::WorkerInfo& worker : workers) {
-    w.BeginObject();
-    w.Key("id").String(worker.id());
-    w.Key("name").String(worker.name());
-    w.Key("chip_type").String(worker.chip().chip_type());
-    w.Key("state").String(worker.state());
-    w.Key("slots").Int(worker.slots());
-    w.Key("last_heartbeat_unix_ms").Int(worker.last_heartbeat_unix_ms());
-    int64_t age = HeartbeatAgeSeconds(worker, now_ms);
-    w.Key("heartbeat_age_s");
-    age < 0 ? w.Null() : w.Int(age);
-    w.Key("trials_done").Int(worker.trials_done());
-    w.Key("chip");
-    WriteChipJson(w, worker.chip());
-    w.EndObject();
+    const int64_t age = HeartbeatAgeSeconds(worker, now_ms);
+    list.push_back(
+        {{"id", worker.id()},
+         {"name", worker.name()},
+         {"chip_type", worker.chip().chip_type()},
+         {"state", worker.state()},
+         {"slots", worker.slots()},
+         {"last_heartbeat_unix_ms", worker.last_heartbeat_unix_ms()},
+         {"heartbeat_age_s", age < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(age)},
+         {"trials_done", worker.trials_done()},
+         {"chip", ChipJson(worker.chip())}});
   }
-  w.EndArray().EndObject();
-  return w.str();
+  return JsonText({{"workers", std::move(list)}});
 }
 
-void WriteChipJson(JsonWriter& w, const v1::ChipFingerprint& chip) {
-  w.BeginObject();
-  w.Key("chip_type").String(chip.chip_type());
-  w.Key("kind").String(chip.kind());
-  w.Key("vendor").String(chip.vendor());
-  w.Key("model").String(chip.model());
-  w.Key("isa_features").BeginArray();
-  for (const std::string& feature : chip.isa_features()) w.String(feature);
-  w.EndArray();
-  w.Key("cores").Int(chip.cores());
-  w.Key("l1d_bytes").Int(chip.l1d_bytes());
-  w.Key("l2_bytes").Int(chip.l2_bytes());
-  w.Key("l3_bytes").Int(chip.l3_bytes());
-  w.Key("memory_bytes").Int(chip.memory_bytes());
-  w.Key("peak_gflops").Number(chip.peak_gflops());
-  w.Key("read_gbytes_per_s").Number(chip.read_gbytes_per_s());
-  w.Key("compiler").String(chip.compiler());
-  w.Key("hostname").String(chip.hostname());
-  w.EndObject();
+nlohmann::ordered_json ChipJson(const v1::ChipFingerprint& chip) {
+  return {{"chip_type", chip.chip_type()},
+          {"kind", chip.kind()},
+          {"vendor", chip.vendor()},
+          {"model", chip.model()},
+          {"isa_features",
+           std::vector<std::string>(chip.isa_features().begin(), chip.isa_features().end())},
+          {"cores", chip.cores()},
+          {"l1d_bytes", chip.l1d_bytes()},
+          {"l2_bytes", chip.l2_bytes()},
+          {"l3_bytes", chip.l3_bytes()},
+          {"memory_bytes", chip.memory_bytes()},
+          {"peak_gflops", chip.peak_gflops()},
+          {"read_gbytes_per_s", chip.read_gbytes_per_s()},
+          {"compiler", chip.compiler()},
+          {"hostname", chip.hostname()}};
 }
 
 }  // namespace kiln::cli

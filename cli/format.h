@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/json_writer.h"
 #include "kiln/v1/tuning_service.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace kiln::cli {
 
@@ -32,7 +32,7 @@ std::string FormatWorkersTable(const std::vector<v1::WorkerInfo>& workers, int64
 // "heartbeat_age_s", "trials_done", "chip": {...}}]}
 std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms);
 
-// Writes the fingerprint as a JSON object (all fields, numbers finite or null).
-void WriteChipJson(JsonWriter& w, const v1::ChipFingerprint& chip);
+// The fingerprint as a JSON object (all fields, numbers finite or null).
+nlohmann::ordered_json ChipJson(const v1::ChipFingerprint& chip);
 
 }  // namespace kiln::cli

@@ -1,11 +1,12 @@
 #include "cli/results.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "cli/format.h"
-#include "cli/json_writer.h"
 #include "cli/table.h"
 #include "codegen/workload.h"
+#include "common/json_text.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,19 +23,23 @@ const v1::Trial* BestTrial(const v1::GetResultsResponse& results, int index, v1:
   return best;
 }
 
-void WriteSamples(JsonWriter& w, const v1::Measurement& m) {
-  w.Key("samples_us").BeginArray();
-  for (double s : m.samples_us()) w.Number(s);
-  w.EndArray();
+using Json = nlohmann::ordered_json;
+
+// A list of figures as a JSON array (non-finite ones as null).
+Json Numbers(const google::protobuf::RepeatedField<double>& values) {
+  return std::vector<double>(values.begin(), values.end());
 }
 
-// "config": {knob: value, ...} in knob order.
-void WriteConfig(JsonWriter& w, const v1::Config& config) {
+// A figure that is only meaningful when positive; null otherwise.
+Json Positive(double v) { return v > 0 ? Json(v) : Json(); }
+
+// {knob: value, ...} in knob order.
+Json ConfigJson(const v1::Config& config) {
   std::vector<std::pair<std::string, int64_t>> knobs(config.knobs().begin(), config.knobs().end());
   std::sort(knobs.begin(), knobs.end());
-  w.Key("config").BeginObject();
-  for (const auto& [name, value] : knobs) w.Key(name).Int(value);
-  w.EndObject();
+  Json out = Json::object();
+  for (const auto& [name, value] : knobs) out[name] = value;
+  return out;
 }
 
 bool IsModelResult(const v1::Job& job) {
@@ -235,146 +240,119 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
 
 std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFingerprint* chip) {
   const v1::Job& job = results.job();
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("job_id").String(job.id());
-  w.Key("state").String(v1::JobState_Name(job.state()));
-  w.Key("chip_type").String(job.chip_type());
-  w.Key("message").String(job.message());
-  w.Key("tasks").BeginArray();
+  Json tasks = Json::array();
   for (const TaskSummary& t : SummarizeTasks(results)) {
-    w.BeginObject();
-    w.Key("workload").String(t.workload);
-    w.Key("count").Int(t.count);
-    w.Key("trials").BeginObject();
-    w.Key("ok").Int(t.ok).Key("failed").Int(t.failed).Key("budget").Int(t.budget);
-    w.EndObject();
-    w.Key("best");
+    Json task = {{"workload", t.workload},
+                 {"count", t.count},
+                 {"trials", {{"ok", t.ok}, {"failed", t.failed}, {"budget", t.budget}}}};
+    Json best;  // null without one
     if (t.best) {
       const v1::Measurement& m = *t.best;
-      w.BeginObject();
-      WriteConfig(w, t.best_config);
-      w.Key("median_us").Number(m.median_us()).Key("p10_us").Number(m.p10_us());
-      w.Key("p90_us").Number(m.p90_us()).Key("cv").Number(m.cv());
-      w.Key("gflops").Number(m.gflops()).Key("gbytes_per_s").Number(m.gbytes_per_s());
-      w.Key("max_error").Number(m.max_error());
-      WriteSamples(w, m);
-      w.EndObject();
-    } else {
-      w.Null();
+      best = {{"config", ConfigJson(t.best_config)},
+              {"median_us", m.median_us()},
+              {"p10_us", m.p10_us()},
+              {"p90_us", m.p90_us()},
+              {"cv", m.cv()},
+              {"gflops", m.gflops()},
+              {"gbytes_per_s", m.gbytes_per_s()},
+              {"max_error", m.max_error()},
+              {"samples_us", Numbers(m.samples_us())}};
     }
-    w.Key("baseline");
+    task["best"] = std::move(best);
+    Json baseline;
     if (t.baseline) {
       const v1::Measurement& m = *t.baseline;
-      w.BeginObject().Key("name").String(t.baseline_name);
-      w.Key("median_us").Number(m.median_us()).Key("gflops").Number(m.gflops());
-      w.Key("gbytes_per_s").Number(m.gbytes_per_s());
-      w.Key("threads").Int(t.baseline_threads);
-      if (!m.message().empty()) w.Key("message").String(Shorten(m.message(), kJsonMessageChars));
-      WriteSamples(w, m);
-      w.EndObject();
-    } else {
-      w.Null();
+      baseline = {{"name", t.baseline_name},
+                  {"median_us", m.median_us()},
+                  {"gflops", m.gflops()},
+                  {"gbytes_per_s", m.gbytes_per_s()},
+                  {"threads", t.baseline_threads}};
+      if (!m.message().empty()) baseline["message"] = Shorten(m.message(), kJsonMessageChars);
+      baseline["samples_us"] = Numbers(m.samples_us());
     }
     // Every route timed (library call, layout, thread count); "baseline" is the fastest.
-    w.Key("baselines").BeginArray();
+    task["baseline"] = std::move(baseline);
+    Json routes = Json::array();
     if (t.baseline)
       for (const v1::BaselineRoute& r : t.baseline->baseline_routes()) {
-        w.BeginObject().Key("name").String(r.name()).Key("threads").Int(r.threads());
-        w.Key("dtype").String(r.dtype()).Key("status").String(
-            v1::MeasurementStatus_Name(r.status()));
-        w.Key("median_us");
-        r.status() == v1::OK ? w.Number(r.median_us()) : w.Null();
-        w.Key("prepack_us").Number(r.prepack_us());
-        if (!r.message().empty()) w.Key("message").String(Shorten(r.message(), kJsonMessageChars));
-        w.Key("samples_us").BeginArray();
-        for (double us : r.samples_us()) w.Number(us);
-        w.EndArray().EndObject();
+        Json route = {{"name", r.name()},
+                      {"threads", r.threads()},
+                      {"dtype", r.dtype()},
+                      {"status", v1::MeasurementStatus_Name(r.status())},
+                      {"median_us", r.status() == v1::OK ? Json(r.median_us()) : Json()},
+                      {"prepack_us", r.prepack_us()}};
+        if (!r.message().empty()) route["message"] = Shorten(r.message(), kJsonMessageChars);
+        route["samples_us"] = Numbers(r.samples_us());
+        routes.push_back(std::move(route));
       }
-    w.EndArray();
-    w.Key("speedup_vs_baseline");
-    t.speedup ? w.Number(*t.speedup) : w.Null();
-    w.Key("finalists").BeginArray();  // the final rounds, the best first
-    for (const v1::Finalist& f : t.finalists) {
-      w.BeginObject();
-      WriteConfig(w, f.config());
-      w.Key("score").Number(f.score()).Key("failed").Bool(f.failed());
-      w.Key("round_median_us").BeginArray();
-      for (double us : f.round_median_us()) w.Number(us);
-      w.EndArray().EndObject();
-    }
-    w.EndArray();
+    task["baselines"] = std::move(routes);
+    task["speedup_vs_baseline"] = t.speedup ? Json(*t.speedup) : Json();
+    Json finalists = Json::array();  // the final rounds, the best first
+    for (const v1::Finalist& f : t.finalists)
+      finalists.push_back({{"config", ConfigJson(f.config())},
+                           {"score", f.score()},
+                           {"failed", f.failed()},
+                           {"round_median_us", Numbers(f.round_median_us())}});
+    task["finalists"] = std::move(finalists);
     // The latest refused trials with why, and how many earlier ones are left out.
     const size_t from =
         t.refused.size() > kRefusedJsonTrials ? t.refused.size() - kRefusedJsonTrials : 0;
-    w.Key("failed_trials").BeginArray();
+    Json refused = Json::array();
     for (size_t k = from; k < t.refused.size(); ++k) {
       const RefusedTrial& r = t.refused[k];
-      w.BeginObject();
-      WriteConfig(w, r.config);
-      w.Key("kind").String(v1::TrialKind_Name(r.kind)).Key("status").String(r.status);
-      w.Key("message").String(Shorten(r.message, kJsonMessageChars));
-      w.EndObject();
+      refused.push_back({{"config", ConfigJson(r.config)},
+                         {"kind", v1::TrialKind_Name(r.kind)},
+                         {"status", r.status},
+                         {"message", Shorten(r.message, kJsonMessageChars)}});
     }
-    w.EndArray();
-    w.Key("failed_trials_omitted").Int(static_cast<int64_t>(from));
-    w.Key("failed_trials_by_status").BeginObject();
-    for (const auto& [status, n] : t.refused_by_status) w.Key(status).Int(n);
-    w.EndObject();
-    w.EndObject();
+    task["failed_trials"] = std::move(refused);
+    task["failed_trials_omitted"] = static_cast<int64_t>(from);
+    Json by_status = Json::object();
+    for (const auto& [status, n] : t.refused_by_status) by_status[status] = n;
+    task["failed_trials_by_status"] = std::move(by_status);
+    tasks.push_back(std::move(task));
   }
-  w.EndArray();
+  Json out = {{"job_id", job.id()},
+              {"state", v1::JobState_Name(job.state())},
+              {"chip_type", job.chip_type()},
+              {"message", job.message()},
+              {"tasks", std::move(tasks)}};
   if (IsModelResult(job)) {  // {"estimated", "measured", "baseline": {"name", "measured"}}
     const v1::StepResult& t = job.tokens_per_second();
-    auto num = [&w](double v) { v > 0 ? w.Number(v) : w.Null(); };
-    w.Key("tokens_per_second").BeginObject();
-    w.Key("estimated");
-    num(t.estimated());
-    w.Key("measured");
-    num(t.measured());
-    w.Key("baseline").BeginObject().Key("name").String(t.baseline_name()).Key("measured");
-    num(t.baseline_measured());
-    w.Key("dtype").String(t.baseline_dtype()).Key("threads").Int(t.baseline_threads());
-    w.Key("bound_fraction");
-    num(t.baseline_bound_fraction());
-    w.Key("variants").BeginArray();  // every thread arrangement timed; the fastest is the baseline
-    for (const v1::BaselineRoute& r : t.baseline_routes()) {
-      w.BeginObject().Key("name").String(r.name()).Key("threads").Int(r.threads());
-      w.Key("status").String(v1::MeasurementStatus_Name(r.status())).Key("step_us");
-      num(r.median_us());
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    w.Key("speedup_vs_baseline");
-    num(t.baseline_measured() > 0 ? t.measured() / t.baseline_measured() : 0);
-    w.Key("layers_run").Int(t.layers_run()).Key("layers_total").Int(t.layers_total());
-    w.Key("note").String(t.note()).Key("max_error").Number(t.max_error());
-    w.Key("step_us");
-    num(t.step_us());
-    w.Key("baseline_step_us");
-    num(t.baseline_step_us());
-    w.Key("bound").BeginObject();  // the memory-bandwidth bound, read next to the step
-    w.Key("tokens_per_second");
-    num(t.bound());
-    w.Key("bytes_per_token");
-    num(t.bytes_per_token());
-    w.Key("read_gbytes_per_s");
-    num(t.read_gbytes_per_s());
-    w.Key("fraction");
-    num(t.bound_fraction());
-    w.Key("read_gbytes_per_s_samples").BeginArray();
-    for (double v : t.read_gbytes_per_s_samples()) w.Number(v);
-    w.EndArray();
-    w.EndObject();
-    w.EndObject();
+    Json variants = Json::array();  // every thread arrangement timed; the fastest is the baseline
+    for (const v1::BaselineRoute& r : t.baseline_routes())
+      variants.push_back({{"name", r.name()},
+                          {"threads", r.threads()},
+                          {"status", v1::MeasurementStatus_Name(r.status())},
+                          {"step_us", Positive(r.median_us())}});
+    out["tokens_per_second"] = {
+        {"estimated", Positive(t.estimated())},
+        {"measured", Positive(t.measured())},
+        {"baseline",
+         {{"name", t.baseline_name()},
+          {"measured", Positive(t.baseline_measured())},
+          {"dtype", t.baseline_dtype()},
+          {"threads", t.baseline_threads()},
+          {"bound_fraction", Positive(t.baseline_bound_fraction())},
+          {"variants", std::move(variants)}}},
+        {"speedup_vs_baseline",
+         Positive(t.baseline_measured() > 0 ? t.measured() / t.baseline_measured() : 0)},
+        {"layers_run", t.layers_run()},
+        {"layers_total", t.layers_total()},
+        {"note", t.note()},
+        {"max_error", t.max_error()},
+        {"step_us", Positive(t.step_us())},
+        {"baseline_step_us", Positive(t.baseline_step_us())},
+        // the memory-bandwidth bound, read next to the step
+        {"bound",
+         {{"tokens_per_second", Positive(t.bound())},
+          {"bytes_per_token", Positive(t.bytes_per_token())},
+          {"read_gbytes_per_s", Positive(t.read_gbytes_per_s())},
+          {"fraction", Positive(t.bound_fraction())},
+          {"read_gbytes_per_s_samples", Numbers(t.read_gbytes_per_s_samples())}}}};
   }
-  if (chip) {
-    w.Key("chip");
-    WriteChipJson(w, *chip);
-  }
-  w.EndObject();
-  return w.str();
+  if (chip) out["chip"] = ChipJson(*chip);
+  return JsonText(out);
 }
 
 }  // namespace kiln::cli

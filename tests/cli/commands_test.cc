@@ -198,7 +198,7 @@ TEST_F(CommandsTest, SubmitPrintsTheJobId) {
   EXPECT_EQ(Run(kSubmit), 0);
   EXPECT_EQ(out_.str(), "job-1\n");
   EXPECT_EQ(Run(With(kSubmit, {"--json"})), 0);
-  EXPECT_EQ(out_.str(), "{\"job_id\": \"job-1\"}\n");
+  EXPECT_EQ(out_.str(), "{\"job_id\":\"job-1\"}\n");
   ASSERT_EQ(fake_.submitted.size(), 2u);
   EXPECT_EQ(fake_.submitted[0].budget_trials(), 8);
   EXPECT_EQ(fake_.submitted[0].workload().dims().at("N"), 64);
@@ -226,7 +226,7 @@ TEST_F(CommandsTest, SubmitWaitShowsProgressThenResults) {
 
   fake_.job = MakeJob(v1::QUEUED, 0);
   EXPECT_EQ(Run(With(kSubmit, {"--wait", "--json"})), 0);
-  EXPECT_EQ(out_.str(), "{\"job_id\": \"job-1\"}\n");
+  EXPECT_EQ(out_.str(), "{\"job_id\":\"job-1\"}\n");
 }
 
 TEST_F(CommandsTest, SubmitWaitExitsOneWhenTheJobFails) {

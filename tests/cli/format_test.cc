@@ -1,4 +1,4 @@
-// Tests of the kiln client's JSON writer, tables and results rendering.
+// Tests of the kiln client's JSON text, tables and results rendering.
 #include "cli/format.h"
 
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/json_writer.h"
 #include "cli/results.h"
 #include "cli/table.h"
+#include "common/json_text.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -36,41 +36,38 @@ const Value& Field(const Struct& s, const std::string& key) {
   return it == s.fields().end() ? *missing : it->second;
 }
 
-TEST(JsonWriterTest, EscapesStringsAndNonFiniteNumbers) {
-  JsonWriter w;
-  w.BeginObject()
-      .Key("text")
-      .String("quote \" backslash \\ newline \n tab \t bell \x07 µs")
-      .Key("nan")
-      .Number(std::nan(""))
-      .Key("inf")
-      .Number(std::numeric_limits<double>::infinity())
-      .Key("list")
-      .BeginArray()
-      .Number(82.6)
-      .Int(-3)
-      .Bool(true)
-      .Null()
-      .EndArray()
-      .Key("empty")
-      .BeginObject()
-      .EndObject()
-      .EndObject();
-  EXPECT_EQ(w.str(),
-            "{\"text\": \"quote \\\" backslash \\\\ newline \\n tab \\t bell \\u0007 µs\", "
-            "\"nan\": null, \"inf\": null, \"list\": [82.6, -3, true, null], \"empty\": {}}");
-  Struct parsed = ParseJson(w.str());
+TEST(JsonTextTest, EscapesStringsAndWritesNonFiniteNumbersAsNull) {
+  nlohmann::ordered_json value = {{"text", "quote \" backslash \\ newline \n tab \t bell \x07 µs"},
+                                  {"nan", std::nan("")},
+                                  {"inf", std::numeric_limits<double>::infinity()},
+                                  {"list", {82.6, -3, true, nullptr}},
+                                  {"empty", nlohmann::ordered_json::object()}};
+  const std::string text = JsonText(value);
+  EXPECT_EQ(text,
+            "{\"text\":\"quote \\\" backslash \\\\ newline \\n tab \\t bell \\u0007 µs\","
+            "\"nan\":null,\"inf\":null,\"list\":[82.6,-3,true,null],\"empty\":{}}");
+  Struct parsed = ParseJson(text);
   EXPECT_EQ(Field(parsed, "text").string_value(),
             "quote \" backslash \\ newline \n tab \t bell \x07 µs");
 }
 
-TEST(JsonWriterTest, NumbersRoundTripShortest) {
-  EXPECT_EQ(JsonNumber(812.5), "812.5");
-  EXPECT_EQ(JsonNumber(82.6), "82.6");
-  EXPECT_EQ(JsonNumber(0.1 + 0.2), "0.30000000000000004");
-  EXPECT_EQ(JsonNumber(-0.0), "0");
-  EXPECT_EQ(JsonNumber(1e300), "1e+300");
-  EXPECT_EQ(JsonNumber(std::nan("")), "null");
+TEST(JsonTextTest, NumbersRoundTripShortest) {
+  EXPECT_EQ(JsonText(812.5), "812.5");
+  EXPECT_EQ(JsonText(82.6), "82.6");
+  EXPECT_EQ(JsonText(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(JsonText(1e300), "1e+300");
+  EXPECT_EQ(JsonText(std::nan("")), "null");
+  EXPECT_EQ(JsonText(-std::numeric_limits<double>::infinity()), "null");
+}
+
+TEST(JsonTextTest, InvalidUtf8IsReplacedNotThrown) {
+  // A message cut inside a multi-byte character, as a worker's compiler output can be.
+  const std::string cut = std::string("error: \xC2") + " and \xFF";
+  std::string text;
+  ASSERT_NO_THROW(text = JsonText({{"message", cut}}));
+  EXPECT_EQ(Field(ParseJson(text), "message").string_value(),
+            "error: \xEF\xBF\xBD"
+            " and \xEF\xBF\xBD");
 }
 
 TEST(TableTest, AlignsColumnsCountingUtf8AsOneColumn) {
