@@ -4,6 +4,7 @@
 # and a clean shutdown of both. Override with DEMO_SHAPE, DEMO_BUDGET.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh
 bash scripts/build.sh
 BUILD=${KILN_BUILD_DIR:-build}
 SHAPE=${DEMO_SHAPE:-M=8,N=4096,K=4096}

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -26,6 +27,13 @@ namespace kiln::workers {
 namespace {
 
 constexpr double kTuneMaxSeconds = 0.4;
+// Folders searched for a build tree's root, from the executable's own: build/tests/workers/X
+// needs three.
+constexpr int kBuildTreeLevels = 4;
+
+#ifndef KILN_TRIAL_DIR_FROM_BINDIR  // set by CMake from the install layout (GNUInstallDirs)
+#define KILN_TRIAL_DIR_FROM_BINDIR "../libexec/kiln"
+#endif
 
 std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
@@ -40,18 +48,36 @@ v1::Measurement Failed(v1::MeasurementStatus status, std::string message) {
 
 }  // namespace
 
+std::string FindTrialExecutable(const std::string& self) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(self).parent_path();
+  if (dir.empty()) return "";
+  auto usable = [](const fs::path& p) { return access(p.c_str(), X_OK) == 0; };
+  // Installed: PREFIX/bin/NAME finds PREFIX/libexec/kiln/kiln-trial.
+  fs::path installed = (dir / KILN_TRIAL_DIR_FROM_BINDIR / kTrialExecutableName).lexically_normal();
+  if (usable(installed)) return installed.string();
+  if (usable(dir / kTrialExecutableName)) return (dir / kTrialExecutableName).string();
+  // In a build tree (build/workers/, build/cli/, build/tests/workers/...): its root is the
+  // nearest folder above that holds CMakeCache.txt. Found at run time, so that no build path is
+  // compiled into binaries that get installed.
+  fs::path root = dir;
+  for (int up = 0; up < kBuildTreeLevels; ++up, root = root.parent_path()) {
+    std::error_code ec;
+    if (!fs::exists(root / "CMakeCache.txt", ec)) continue;
+    fs::path built = root / "workers" / kTrialExecutableName;
+    return usable(built) ? built.string() : "";
+  }
+  return "";
+}
+
 std::string TrialExecutable(v1::TrialKind kind) {
   // Baselines and steps run LibTorch's operators: the hosting binary has it linked.
   if (kind == v1::BASELINE || kind == v1::STEP) return SelfExecutable();
   static const std::string lean = [] {
     if (const char* env = std::getenv("KILN_TRIAL_EXECUTABLE")) return std::string(env);
     const std::string self = SelfExecutable();
-    const std::string beside = self.substr(0, self.rfind('/') + 1) + kTrialExecutableName;
-    if (access(beside.c_str(), X_OK) == 0) return beside;
-#ifdef KILN_TRIAL_BUILD_PATH
-    if (access(KILN_TRIAL_BUILD_PATH, X_OK) == 0) return std::string(KILN_TRIAL_BUILD_PATH);
-#endif
-    return self;
+    std::string found = FindTrialExecutable(self);
+    return found.empty() ? self : found;
   }();
   return lean;
 }

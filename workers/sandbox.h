@@ -16,10 +16,16 @@ struct SandboxLimits {
   std::string executable;  // binary that handles kTrialChildFlag; default: TrialExecutable()
 };
 
-// The binary a trial of `kind` runs in: for tuning trials kiln-trial (KILN_TRIAL_EXECUTABLE, or
-// beside this executable, or in the build tree), which starts without loading LibTorch; for
-// baselines and steps, and when kiln-trial is not found, this executable.
+// The binary a trial of `kind` runs in: for tuning trials kiln-trial ($KILN_TRIAL_EXECUTABLE, else
+// FindTrialExecutable(this executable)), which starts without loading LibTorch; for baselines and
+// steps, and when kiln-trial is not found, this executable.
 std::string TrialExecutable(v1::TrialKind kind);
+
+// kiln-trial for the executable at `self`, located from `self` alone so that an installation can
+// move: PREFIX/libexec/kiln/kiln-trial when `self` is PREFIX/bin/NAME (the installed layout), else
+// beside `self`, else BUILD/workers/kiln-trial when `self` lies in a build tree (BUILD is the
+// nearest folder above it holding CMakeCache.txt). Empty when none of them is executable.
+std::string FindTrialExecutable(const std::string& self);
 
 // Always returns a Measurement: OK/WRONG_RESULT/SUSPECT from the child, or TIMEOUT/CRASHED
 // with a message saying what happened to it.

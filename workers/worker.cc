@@ -153,7 +153,8 @@ class WorkerImpl final : public Worker {
         need_register_ = false;
         metrics_.SetConnected(true);
         Log(absl::StrCat("registered as ", resp.worker_id(), " (",
-                         device_->Fingerprint().chip_type(), ") with ", o_.coordinator));
+                         device_->Fingerprint().chip_type(), ") with ", o_.coordinator,
+                         "; tuning trials run in ", TrialExecutable(v1::TUNE)));
         return true;
       }
       metrics_.SetConnected(false);

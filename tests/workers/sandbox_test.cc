@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
@@ -112,6 +114,43 @@ TEST(TrialExecutableTest, TuningTrialsRunInTheLeanExecutable) {
   if (maps.ok()) {
     EXPECT_EQ(maps.stdout_data.find("libtorch"), std::string::npos) << maps.stdout_data;
   }
+}
+
+// kiln-trial is found from the executable's own path: in an installation that has moved (no path
+// of the build or install tree is compiled in), beside it, and in a build tree.
+TEST(TrialExecutableTest, FoundRelativeToTheExecutable) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/kiln-find-trial-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path root = tmpl;
+  auto touch = [](const fs::path& p, bool executable) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "#!/bin/sh\n";
+    fs::permissions(p, executable ? fs::perms::owner_all : fs::perms::owner_read);
+  };
+  const fs::path prefix = root / "moved-prefix";
+  touch(prefix / "bin/kiln-worker", true);
+  EXPECT_EQ(FindTrialExecutable((prefix / "bin/kiln-worker").string()), "");
+  touch(prefix / "bin/kiln-trial", true);  // beside it
+  EXPECT_EQ(FindTrialExecutable((prefix / "bin/kiln-worker").string()),
+            (prefix / "bin/kiln-trial").string());
+  touch(prefix / "libexec/kiln/kiln-trial", true);  // the installed layout comes first
+  EXPECT_EQ(FindTrialExecutable((prefix / "bin/kiln-worker").string()),
+            (prefix / "libexec/kiln/kiln-trial").string());
+  touch(prefix / "libexec/kiln/kiln-trial", false);  // not executable: skipped
+  EXPECT_EQ(FindTrialExecutable((prefix / "bin/kiln-worker").string()),
+            (prefix / "bin/kiln-trial").string());
+
+  const fs::path build = root / "build";  // any build tree, from any of its programs
+  touch(build / "CMakeCache.txt", false);
+  EXPECT_EQ(FindTrialExecutable((build / "cli/kiln").string()), "");  // not built yet
+  touch(build / "workers/kiln-trial", true);
+  for (const char* program : {"cli/kiln", "bench/kiln-bench-kernels", "tests/workers/some_test"})
+    EXPECT_EQ(FindTrialExecutable((build / program).string()),
+              (build / "workers/kiln-trial").string())
+        << program;
+  EXPECT_EQ(FindTrialExecutable((root / "elsewhere/bin/kiln").string()), "");
+  fs::remove_all(root);
 }
 
 // The long-lived trial process gives the same answers as one-shot children and keeps serving.
