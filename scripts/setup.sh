@@ -10,7 +10,9 @@ PKGS=(
   libopenblas-dev libblis-dev libdnnl-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo libclblast-dev
   python3 curl openssl libssl-dev
+  python3-grpcio python3-grpc-tools  # the Python client (clients/python), on Debian's python3
   libpq-dev postgresql prometheus
+  chromium  # headless, renders `kiln report` pages in tests/integration/report_test.sh
 )
 # kubectl (for `kubectl kustomize` in the tests): Debian's kubernetes-client, unless a kubectl
 # from another package is already there (the two conflict).
