@@ -259,6 +259,12 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   r.set_note(n == L ? absl::StrCat("measured on all ", L, " layers")
                     : absl::StrCat("measured on ", n, " of ", L, " layers, layer time scaled by ",
                                    L, "/", n, " (head measured once)"));
+  if (profile)  // one line a script can read beside another engine's figures (bench-llamacpp.sh)
+    std::fprintf(stderr,
+                 "step summary: kiln %.3f tok/s (%.3f of bound), baseline %s %.3f tok/s (%.3f of "
+                 "bound), read %.2f GB/s\n",
+                 r.measured(), r.bound_fraction(), r.baseline_name().c_str(), r.baseline_measured(),
+                 r.baseline_bound_fraction(), r.read_gbytes_per_s());
   return r;
 }
 
