@@ -130,4 +130,10 @@ ChipTraits TraitsFromFingerprint(const v1::ChipFingerprint& chip) {
   return t;
 }
 
+Config SafeDefaultConfig(const KnobSpace& space) {
+  // Knob domains list their safe value first; walk the Cartesian order from there.
+  std::vector<Config> valid = space.EnumerateValid(1);
+  return valid.empty() ? Config{} : valid.front();
+}
+
 }  // namespace kiln::codegen

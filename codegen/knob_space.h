@@ -85,4 +85,9 @@ struct ChipTraits {
 };
 ChipTraits TraitsFromFingerprint(const v1::ChipFingerprint& chip);
 
+// The configuration a task tries first on any backend: the first knob values made valid. Every
+// template lists each knob's safe value first (one that compiles and verifies on every chip of
+// its kind), so this is the configuration the templates guarantee. Empty when none is valid.
+Config SafeDefaultConfig(const KnobSpace& space);
+
 }  // namespace kiln::codegen

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "codegen/cpu/op_templates.h"  // SafeDefaultConfig
+#include "codegen/knob_space.h"  // SafeDefaultConfig
 #include "codegen/kernel_template.h"
 #include "common/status.h"
 #include "server/coordinator.h"

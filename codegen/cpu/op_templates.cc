@@ -265,10 +265,4 @@ std::string WithCpuRuntime(std::string_view file, std::string_view source) {
   return out;
 }
 
-Config SafeDefaultConfig(const KnobSpace& space) {
-  // Knob domains list their safe value first; walk the Cartesian order from there.
-  std::vector<Config> valid = space.EnumerateValid(1);
-  return valid.empty() ? Config{} : valid.front();
-}
-
 }  // namespace kiln::codegen

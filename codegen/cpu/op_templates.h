@@ -31,8 +31,4 @@ std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates();
 // pool, a vectorizable exp) followed by `source`, the template file named `file`.
 std::string WithCpuRuntime(std::string_view file, std::string_view source);
 
-// A configuration of `space` that every template here guarantees to compile and verify: the
-// first knob values made valid (used as a task's first proposal). Empty when none is valid.
-Config SafeDefaultConfig(const KnobSpace& space);
-
 }  // namespace kiln::codegen

@@ -14,8 +14,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/cpu/model_graph.h"
 #include "codegen/cpu/op_templates.h"
+#include "codegen/model_graph.h"
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/buffers.h"

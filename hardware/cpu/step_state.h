@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "codegen/cpu/model_graph.h"
 #include "codegen/cpu/op_templates.h"
+#include "codegen/model_graph.h"
 #include "kiln/v1/types.pb.h"
 
 namespace kiln::hardware {

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "codegen/cpu/model_graph.h"
+#include "codegen/model_graph.h"
 #include "kiln/v1/types.pb.h"
 
 namespace kiln::server {

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "codegen/cpu/model_graph.h"
 #include "codegen/cpu/op_templates.h"
 #include "codegen/kernel_template.h"
+#include "codegen/model_graph.h"
 #include "codegen/workload.h"
 #include "gtest/gtest.h"
 #include "hardware/device.h"

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "codegen/cpu/model_graph.h"
+#include "codegen/model_graph.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

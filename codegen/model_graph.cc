@@ -1,4 +1,4 @@
-#include "codegen/cpu/model_graph.h"
+#include "codegen/model_graph.h"
 
 #include <algorithm>
 
