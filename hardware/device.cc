@@ -17,18 +17,12 @@ namespace {
 
 // A backend this build lacks: its specs are refused with the reason, not "unknown device".
 Backend Absent(std::string kind, std::string what) {
-  Backend b;
-  b.name = kind;
-  b.usage = kind + "[:N]";
-  b.open = [kind, what](const std::string& spec, const v1::ChipFingerprint*)
-      -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
-    auto index = ParseIndexedSpec(spec, kind);
-    if (!index) return std::nullopt;
-    if (!index->ok()) return index->status();
-    return absl::FailedPreconditionError(absl::StrCat("device '", spec, "': this build has no ",
-                                                      what, " backend (see docs/backends.md)"));
-  };
-  return b;
+  return IndexedBackend(
+      kind,
+      [kind, what](int, const v1::ChipFingerprint*) -> absl::StatusOr<std::unique_ptr<Device>> {
+        return absl::FailedPreconditionError(absl::StrCat("device '", kind, "': this build has no ",
+                                                          what, " backend (see docs/backends.md)"));
+      });
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ struct Backend {
 // (their dependency missing) are listed too and refuse their specs saying so.
 const std::vector<Backend>& Backends();
 
-// "KIND" or "KIND:N" -> N (0 for a bare KIND); nullopt when `spec` is not of KIND at all.
-std::optional<absl::StatusOr<int>> ParseIndexedSpec(absl::string_view spec, absl::string_view kind);
+// A backend whose specs are KIND or KIND:N (the N-th device of the kind, 0 for a bare KIND).
+using IndexedOpen = std::function<absl::StatusOr<std::unique_ptr<Device>>(
+    int index, const v1::ChipFingerprint* known)>;
+Backend IndexedBackend(std::string kind, IndexedOpen open);
 
 }  // namespace kiln::hardware

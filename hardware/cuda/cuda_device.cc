@@ -272,15 +272,6 @@ absl::StatusOr<std::unique_ptr<Device>> NewCudaDevice(int index, const v1::ChipF
   return std::unique_ptr<Device>(new CudaDevice(*cu, CudaFingerprint(*cu, dev)));
 }
 
-Backend CudaBackend() {
-  return {"cuda", "cuda[:N]",
-          [](const std::string& spec, const v1::ChipFingerprint* known)
-              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
-            auto index = ParseIndexedSpec(spec, "cuda");
-            if (!index) return std::nullopt;
-            if (!index->ok()) return index->status();
-            return NewCudaDevice(**index, known);
-          }};
-}
+Backend CudaBackend() { return IndexedBackend("cuda", NewCudaDevice); }
 
 }  // namespace kiln::hardware

@@ -140,15 +140,6 @@ absl::StatusOr<std::unique_ptr<Device>> NewOpenClDevice(int index,
   return std::unique_ptr<Device>(new OpenClDevice(std::move(rt), std::move(fp)));
 }
 
-Backend OpenClBackend() {
-  return {"opencl", "opencl[:N]",
-          [](const std::string& spec, const v1::ChipFingerprint* known)
-              -> std::optional<absl::StatusOr<std::unique_ptr<Device>>> {
-            auto index = ParseIndexedSpec(spec, "opencl");
-            if (!index) return std::nullopt;
-            if (!index->ok()) return index->status();
-            return NewOpenClDevice(**index, known);
-          }};
-}
+Backend OpenClBackend() { return IndexedBackend("opencl", NewOpenClDevice); }
 
 }  // namespace kiln::hardware
