@@ -4,14 +4,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/pretrain/pretrain.h"
 #include "agent/strategy.h"
 #include "bench/flags.h"
 #include "bench/search_eval.h"
@@ -19,19 +22,9 @@
 
 namespace {
 
-// This local tool may load a checkpoint by path ("policy:/tmp/ck.pt"): the strategy's name then
-// travels without it and the file goes in StrategyContext.init_checkpoint, since strategy names
-// themselves take only checkpoint names (agent/strategy.h). {name, ""} for anything else.
-std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strategy) {
-  const size_t colon = strategy.find(':');
-  if (colon == std::string::npos || strategy.find('/', colon) == std::string::npos)
-    return {strategy, ""};
-  return {strategy.substr(0, colon), strategy.substr(colon + 1)};
-}
-
 constexpr char kUsage[] =
     "usage: kiln-bench-search --space FILE... --strategy NAME... [--seeds N] [--budget B]\n"
-    "                         [--json] [--jobs N] [--verbose]\n"
+    "                         [--holdout] [--json] [--jobs N] [--verbose]\n"
     "  Runs every strategy N times (seeds 1..N) on every replay set and prints, per space and\n"
     "  strategy, trials to reach 95% of the best configuration's performance against random\n"
     "  search without replacement, computed exactly from the space, median against median and\n"
@@ -39,6 +32,7 @@ constexpr char kUsage[] =
     "    median95    the strategy's median over seeds (>budget: under half the runs reached it)\n"
     "    rnd-med     random's median: the smallest t with P(a 95% one among t draws) >= 1/2\n"
     "    ratio-med   rnd-med / median95 (median95 taken as B when >budget)\n"
+    "    ratio-CI    95% bootstrap interval of ratio-med over seeds (1000 resamples of the runs)\n"
     "    mean95      the strategy's mean over seeds; a run that missed the target within B trials\n"
     "                counts as B, so with reached < 100% it is a lower bound\n"
     "    rnd-mean    random's mean, (n+1)/(g+1) for g such configurations among n\n"
@@ -50,13 +44,22 @@ constexpr char kUsage[] =
     "  --strategy default means whatever jobs use by default; NAME:CHECKPOINT warm-starts a\n"
     "  learning strategy (a path here, or a name in $KILN_CHECKPOINT_DIR). --verbose lists every "
     "run's trials to 95% on stderr.\n"
+    "  --holdout: leave-one-out. A strategy that starts from a checkpoint (NAME:CHECKPOINT, or "
+    "the\n"
+    "  default when it names one) is run twice: as given, and on each space from a checkpoint\n"
+    "  pretrained (as `kiln agent pretrain` does) on all the other spaces given, the row marked\n"
+    "  [loo] (\"holdout\": \"loo-checkpoint\"; the as-given row is \"given-checkpoint\", before "
+    "it).\n"
+    "  Strategies with no learned state run once (\"holdout\": \"no learned state\").\n"
     "  Defaults: --seeds 20 --budget 1000 --jobs <cores>.\n";
 
 struct Options {
   std::vector<std::string> spaces, strategies;
   int seeds = 20, budget = 1000, jobs = 0;
-  bool json = false, verbose = false;
+  bool json = false, verbose = false, holdout = false;
 };
+
+constexpr int kResamples = 1000;  // bootstrap resamples of the seeds
 
 bool ParseInt(const std::string& s, int lo, int* out) {
   char* end = nullptr;
@@ -100,6 +103,7 @@ int main(int argc, char** argv) {
       {"--help", Flag::kSwitch, on(&help), /*stop=*/true},
       {"--json", Flag::kSwitch, on(&o.json)},
       {"--verbose", Flag::kSwitch, on(&o.verbose)},
+      {"--holdout", Flag::kSwitch, on(&o.holdout)},
       {"--space", Flag::kList, add_to(&o.spaces)},
       {"--strategy", Flag::kList, add_to(&o.strategies)},
       {"--seeds", Flag::kValue, positive("--seeds", &o.seeds)},
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
   if (o.spaces.empty()) return Fail("--space needs at least one file");
   if (o.strategies.empty()) return Fail("--strategy needs at least one name");
   for (const auto& s : o.strategies) {
-    const auto [name, path] = SplitCheckpointPath(s);
+    const auto [name, path] = kiln::bench::SplitCheckpointPath(s);
     if (auto st = kiln::agent::CheckStrategyName(name); !st.ok())
       return Fail(std::string(st.message()));
     if (!path.empty() && name != "policy") return Fail(name + " takes no checkpoint");
@@ -131,19 +135,65 @@ int main(int argc, char** argv) {
     }
     spaces.push_back(std::move(*s));
   }
-  // Every (space, strategy, seed) run is independent: spread them over `jobs` threads.
-  const size_t per_space = o.strategies.size() * o.seeds;
+  const std::vector<kiln::bench::Row> rows = kiln::bench::PlanRows(o.strategies, o.holdout);
+  const bool any_loo = std::any_of(rows.begin(), rows.end(), [](const kiln::bench::Row& r) {
+    return r.holdout == kiln::bench::Holdout::kLeaveOneOut;
+  });
+  if (any_loo && spaces.size() < 2)
+    return Fail("--holdout with a strategy that starts from a checkpoint needs two spaces or more");
+
+  // Leave-one-out checkpoints, one per space, each pretrained on the other spaces only; what each
+  // knows of its held-out space goes to stderr (the "held out" line of `kiln agent pretrain`).
+  std::vector<std::string> loo_checkpoints(spaces.size());
+  std::string loo_dir;
+  if (any_loo) {
+    std::string templ = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                        "/kiln-holdout-XXXXXX";
+    if (!mkdtemp(templ.data())) return Fail("--holdout: cannot create a temporary directory");
+    loo_dir = templ;
+    std::vector<std::string> logs(spaces.size()), failures(spaces.size());
+    std::atomic<size_t> next_space{0};
+    auto pretrain = [&] {
+      for (size_t si; (si = next_space++) < spaces.size();) {
+        loo_checkpoints[si] = loo_dir + "/" + std::to_string(si) + ".pt";
+        std::ostringstream log;
+        auto st = kiln::agent::Pretrain(kiln::bench::LeaveOneOutSets(spaces, si),
+                                        kiln::agent::PretrainOptions{}, loo_checkpoints[si], &log,
+                                        {kiln::bench::TrainingSetOf(*spaces[si].set)});
+        if (!st.ok()) failures[si] = std::string(st.message());
+        std::istringstream lines(log.str());
+        for (std::string line; std::getline(lines, line);)
+          if (line.find("held out") != std::string::npos) logs[si] += line + "\n";
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int j = 0; j < o.jobs; ++j) pool.emplace_back(pretrain);
+    for (auto& t : pool) t.join();
+    for (size_t si = 0; si < spaces.size(); ++si) {
+      if (!failures[si].empty()) {
+        std::fprintf(stderr, "kiln-bench-search: --holdout pretraining for %s: %s\n",
+                     spaces[si].path.c_str(), failures[si].c_str());
+        std::filesystem::remove_all(loo_dir);
+        return 1;
+      }
+      std::fputs(logs[si].c_str(), stderr);
+    }
+  }
+
+  // Every (space, row, seed) run is independent: spread them over `jobs` threads.
+  const size_t per_space = rows.size() * o.seeds;
   std::vector<kiln::bench::Trace> traces(spaces.size() * per_space);
   std::vector<std::string> errors(traces.size());
   std::atomic<size_t> next{0};
   const int keep_going = (o.budget + 3) / 4;
   auto work = [&] {
     for (size_t i; (i = next++) < traces.size();) {
-      const auto& space = spaces[i / per_space];
-      const std::string& strategy = o.strategies[(i % per_space) / o.seeds];
+      const size_t si = i / per_space;
+      const auto& row = rows[(i % per_space) / o.seeds];
       uint64_t seed = 1 + i % o.seeds;
-      const auto [name, checkpoint] = SplitCheckpointPath(strategy);
-      auto t = kiln::bench::RunOnce(space, name, seed, o.budget, keep_going, checkpoint);
+      const std::string& checkpoint =
+          row.holdout == kiln::bench::Holdout::kLeaveOneOut ? loo_checkpoints[si] : row.checkpoint;
+      auto t = kiln::bench::RunOnce(spaces[si], row.name, seed, o.budget, keep_going, checkpoint);
       if (t.ok())
         traces[i] = std::move(*t);
       else
@@ -153,42 +203,70 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (int j = 0; j < o.jobs; ++j) pool.emplace_back(work);
   for (auto& t : pool) t.join();
+  if (!loo_dir.empty()) std::filesystem::remove_all(loo_dir);
   for (const auto& e : errors)
     if (!e.empty()) {
       std::fprintf(stderr, "kiln-bench-search: %s\n", e.c_str());
       return 1;
     }
 
+  // A row's name in the table: the strategy as given, [loo] on a leave-one-out rerun.
+  auto label = [&](const kiln::bench::Row& row) {
+    return row.holdout == kiln::bench::Holdout::kLeaveOneOut ? row.strategy + " [loo]"
+                                                             : row.strategy;
+  };
   if (o.verbose)
     for (size_t i = 0; i < traces.size(); ++i)
       std::fprintf(stderr, "run %s %s seed %zu: trials to 95%% %d\n",
                    spaces[i / per_space].set->name.c_str(),
-                   o.strategies[(i % per_space) / o.seeds].c_str(), 1 + i % o.seeds,
+                   label(rows[(i % per_space) / o.seeds]).c_str(), 1 + i % o.seeds,
                    traces[i].trials_to_target);
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
-  if (!o.json)
-    std::printf("%-28s %-16s %8s %7s %9s %8s %8s %10s %7s %7s %7s %8s\n", "space", "strategy",
-                "median95", "rnd-med", "ratio-med", "mean95", "rnd-mean", "ratio-mean", "reached",
-                "score10", "score25", "ms/trial");
-  // Per strategy, the sums of log ratios over spaces for the geometric-mean lines.
-  std::vector<double> log_median_ratio(o.strategies.size()), log_mean_ratio(o.strategies.size());
+  if (!o.json) {
+    if (o.holdout)
+      std::printf(
+          "--holdout: [loo] rows start on each space from a checkpoint pretrained on the other "
+          "spaces only; rows without it hold no learned state (or are the checkpoint as given)\n");
+    std::printf("%-28s %-18s %8s %7s %9s %13s %8s %8s %10s %7s %7s %7s %8s\n", "space", "strategy",
+                "median95", "rnd-med", "ratio-med", "ratio-CI", "mean95", "rnd-mean", "ratio-mean",
+                "reached", "score10", "score25", "ms/trial");
+  }
+  // Per row, the sums of log ratios over spaces for the geometric-mean lines, and per bootstrap
+  // draw the same sum (each space's seeds resampled on their own) for the geomean's interval.
+  std::vector<double> log_median_ratio(rows.size()), log_mean_ratio(rows.size());
+  std::vector<std::vector<double>> log_boot_ratio(rows.size(), std::vector<double>(kResamples));
+  auto json_number = [](double v, int decimals) {
+    return std::isfinite(v) ? nlohmann::ordered_json(kiln::RoundTo(v, decimals))
+                            : nlohmann::ordered_json(nullptr);
+  };
   for (size_t si = 0; si < spaces.size(); ++si) {
     const auto& space = spaces[si];
     const int n = static_cast<int>(space.sorted_us.size());
     const int random_median = kiln::bench::RandomMedianTrials(n, space.good);
     const double random_mean = kiln::bench::RandomExpectedTrials(n, space.good);
-    for (size_t k = 0; k < o.strategies.size(); ++k) {
+    for (size_t k = 0; k < rows.size(); ++k) {
       std::vector<kiln::bench::Trace> runs(traces.begin() + si * per_space + k * o.seeds,
                                            traces.begin() + si * per_space + (k + 1) * o.seeds);
       auto s = kiln::bench::Summarize(space, runs, o.budget);
-      const std::string& name = o.strategies[k];
+      const auto& row = rows[k];
+      const std::string& name = row.strategy;
       bool is_default = name == "default" || name == kiln::agent::kDefaultStrategy;
       // Median against median and mean against mean: random's mean over the agent's median
       // flatters the agent on the skewed trials-to-target distributions of search.
-      double ratio_median = random_median / (s.median_trials > 0 ? s.median_trials : o.budget);
+      double ratio_median = kiln::bench::MedianRatio(random_median, s.median_trials, o.budget);
       double ratio_mean = random_mean / std::max(s.mean_trials, 1.0);
       log_median_ratio[k] += std::log(ratio_median);
       log_mean_ratio[k] += std::log(ratio_mean);
+      // Bootstrap over seeds, seeded by the row's place so that the table is reproducible.
+      std::vector<double> boot =
+          kiln::bench::BootstrapMedians(runs, kResamples, 1 + si * rows.size() + k);
+      std::vector<double> boot_ratio;
+      for (size_t b = 0; b < boot.size(); ++b) {
+        boot_ratio.push_back(kiln::bench::MedianRatio(random_median, boot[b], o.budget));
+        log_boot_ratio[k][b] += std::log(boot_ratio.back());
+      }
+      const auto median_ci = kiln::bench::PercentileInterval(boot);
+      const auto ratio_ci = kiln::bench::PercentileInterval(boot_ratio);
       if (o.json) {
         using kiln::RoundTo;
         // A median over seeds is a whole number of trials or halfway between two; null: unreached.
@@ -202,7 +280,9 @@ int main(int argc, char** argv) {
              {"strategy", name},
              {"resolved_strategy", name == "default" ? kiln::agent::kDefaultStrategy : name},
              {"is_default", is_default},
+             {"holdout", kiln::bench::HoldoutLabel(row.holdout)},
              {"median_trials_to_95", std::move(median)},
+             {"median_ci", {json_number(median_ci.lo, 1), json_number(median_ci.hi, 1)}},
              {"mean_trials_to_95", RoundTo(s.mean_trials, 2)},
              {"reached_share", RoundTo(s.reached_share, 4)},
              {"random_median_trials_to_95", random_median},
@@ -210,6 +290,7 @@ int main(int argc, char** argv) {
              {"random_expected_trials_to_95", RoundTo(random_mean, 2)},
              {"ratio", RoundTo(ratio_median, 3)},
              {"ratio_median", RoundTo(ratio_median, 3)},
+             {"ratio_ci", {RoundTo(ratio_ci.lo, 3), RoundTo(ratio_ci.hi, 3)}},
              {"ratio_mean", RoundTo(ratio_mean, 3)},
              {"score_10", RoundTo(s.score_10, 4)},
              {"score_25", RoundTo(s.score_25, 4)},
@@ -219,19 +300,38 @@ int main(int argc, char** argv) {
       } else {
         std::string stem = space.set->name;
         std::printf(
-            "%-28s %-16s %8s %7d %9.1f %8.1f %8.1f %10.1f %6.0f%% %7.3f %7.3f %8.3f\n",
-            stem.c_str(), name.c_str(),
+            "%-28s %-18s %8s %7d %9.1f %13s %8.1f %8.1f %10.1f %6.0f%% %7.3f %7.3f %8.3f\n",
+            stem.c_str(), label(row).c_str(),
             s.median_trials > 0 ? absl::StrFormat("%g", s.median_trials).c_str() : ">budget",
-            random_median, ratio_median, s.mean_trials, random_mean, ratio_mean,
-            100 * s.reached_share, s.score_10, s.score_25, s.agent_ms_per_trial);
+            random_median, ratio_median,
+            absl::StrFormat("[%.1f, %.1f]", ratio_ci.lo, ratio_ci.hi).c_str(), s.mean_trials,
+            random_mean, ratio_mean, 100 * s.reached_share, s.score_10, s.score_25,
+            s.agent_ms_per_trial);
       }
     }
   }
-  if (!o.json && spaces.size() > 1)
-    for (size_t k = 0; k < o.strategies.size(); ++k)
-      std::printf("geomean over %zu spaces, %s: ratio-med %.1f, ratio-mean %.1f\n", spaces.size(),
-                  o.strategies[k].c_str(), std::exp(log_median_ratio[k] / spaces.size()),
-                  std::exp(log_mean_ratio[k] / spaces.size()));
-  if (o.json) std::printf("%s\n", kiln::JsonText({{"results", std::move(results)}}).c_str());
+  nlohmann::ordered_json geomeans = nlohmann::ordered_json::array();
+  if (spaces.size() > 1)
+    for (size_t k = 0; k < rows.size(); ++k) {
+      std::vector<double> boot;
+      for (double l : log_boot_ratio[k]) boot.push_back(std::exp(l / spaces.size()));
+      const auto ci = kiln::bench::PercentileInterval(boot);
+      const double median_ratio = std::exp(log_median_ratio[k] / spaces.size());
+      const double mean_ratio = std::exp(log_mean_ratio[k] / spaces.size());
+      if (o.json)
+        geomeans.push_back({{"strategy", rows[k].strategy},
+                            {"holdout", kiln::bench::HoldoutLabel(rows[k].holdout)},
+                            {"spaces", spaces.size()},
+                            {"ratio_median", kiln::RoundTo(median_ratio, 3)},
+                            {"ratio_ci", {kiln::RoundTo(ci.lo, 3), kiln::RoundTo(ci.hi, 3)}},
+                            {"ratio_mean", kiln::RoundTo(mean_ratio, 3)}});
+      else
+        std::printf("geomean over %zu spaces, %s: ratio-med %.1f [%.1f, %.1f], ratio-mean %.1f\n",
+                    spaces.size(), label(rows[k]).c_str(), median_ratio, ci.lo, ci.hi, mean_ratio);
+    }
+  if (o.json)
+    std::printf("%s\n",
+                kiln::JsonText({{"results", std::move(results)}, {"geomeans", std::move(geomeans)}})
+                    .c_str());
   return 0;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <random>
+#include <tuple>
 
 #include "agent/strategy.h"
 
@@ -47,6 +49,7 @@ absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, u
   ctx.seed = seed;
   ctx.index = space.index;
   ctx.init_checkpoint = checkpoint;
+  ctx.persist = false;  // a benchmark run is no task to remember, whatever $KILN_MODEL_DIR says
   double t0 = CpuSeconds();
   auto s = agent::NewStrategy(strategy, std::move(ctx));
   if (!s.ok()) return s.status();
@@ -140,6 +143,110 @@ Summary Summarize(const Space& space, const std::vector<Trace>& runs, int budget
     *out = random > space.best_us ? (random - mine) / (random - space.best_us) : 1.0;
   }
   return s;
+}
+
+double MedianTrials(const std::vector<Trace>& runs) {
+  std::vector<double> reach;
+  for (const auto& r : runs)
+    reach.push_back(r.trials_to_target > 0 ? r.trials_to_target : INFINITY);
+  if (reach.empty()) return INFINITY;
+  std::sort(reach.begin(), reach.end());
+  const size_t n = reach.size();
+  return n % 2 ? reach[n / 2] : (reach[n / 2 - 1] + reach[n / 2]) / 2;
+}
+
+double MedianRatio(int random_median, double median_trials, int budget) {
+  return random_median /
+         (std::isfinite(median_trials) && median_trials > 0 ? median_trials : budget);
+}
+
+std::vector<double> BootstrapMedians(const std::vector<Trace>& runs, int resamples, uint64_t seed) {
+  std::vector<double> out;
+  if (runs.empty()) return out;
+  // Indices from the raw 64-bit stream by multiply-shift, not std::uniform_int_distribution,
+  // whose algorithm differs between standard libraries: the interval is the same everywhere.
+  std::mt19937_64 rng(seed);
+  std::vector<Trace> draw(runs.size());
+  for (int b = 0; b < resamples; ++b) {
+    for (auto& d : draw)
+      d.trials_to_target =
+          runs[static_cast<size_t>((static_cast<unsigned __int128>(rng()) * runs.size()) >> 64)]
+              .trials_to_target;
+    out.push_back(MedianTrials(draw));
+  }
+  return out;
+}
+
+Interval PercentileInterval(std::vector<double> values, double level) {
+  if (values.empty()) return {};
+  std::sort(values.begin(), values.end());
+  const double tail = (1 - level) / 2 * values.size();
+  const size_t lo = std::min(values.size() - 1, static_cast<size_t>(std::floor(tail)));
+  const size_t hi = std::max<double>(lo, std::ceil(values.size() - tail) - 1);
+  return {values[lo], values[std::min(hi, values.size() - 1)]};
+}
+
+const char* HoldoutLabel(Holdout h) {
+  switch (h) {
+    case Holdout::kNoLearnedState:
+      return "no learned state";
+    case Holdout::kGivenCheckpoint:
+      return "given-checkpoint";
+    case Holdout::kLeaveOneOut:
+      return "loo-checkpoint";
+  }
+  return "";
+}
+
+std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strategy) {
+  const size_t colon = strategy.find(':');
+  if (colon == std::string::npos || strategy.find('/', colon) == std::string::npos)
+    return {strategy, ""};
+  return {strategy.substr(0, colon), strategy.substr(colon + 1)};
+}
+
+std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout) {
+  std::vector<Row> rows;
+  for (const auto& s : strategies) {
+    Row row;
+    row.strategy = s;
+    std::tie(row.name, row.checkpoint) = SplitCheckpointPath(s);
+    // "default" learns across spaces only if the default strategy itself names a checkpoint.
+    const std::string resolved =
+        row.name.empty() || row.name == "default" ? agent::kDefaultStrategy : row.name;
+    const size_t colon = resolved.find(':');
+    const bool learned = !row.checkpoint.empty() || colon != std::string::npos;
+    row.holdout = learned ? Holdout::kGivenCheckpoint : Holdout::kNoLearnedState;
+    rows.push_back(row);
+    if (learned && holdout) {
+      row.name = resolved.substr(0, colon);  // the same learner, its checkpoint given per space
+      row.checkpoint.clear();
+      row.holdout = Holdout::kLeaveOneOut;
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+agent::TrainingSet TrainingSetOf(const hardware::ReplaySet& set) {
+  agent::TrainingSet t;
+  t.name = set.name;
+  for (const auto& k : set.knobs) t.space.AddKnob(k.name, k.values);
+  t.workload = set.Workload();
+  t.chip = set.Chip();
+  for (const auto& e : set.entries) {
+    t.configs.push_back(set.ConfigOf(e));
+    t.median_us.push_back(e.status == v1::OK ? e.median_us : 0);
+  }
+  return t;
+}
+
+std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces, size_t held_out) {
+  std::vector<agent::TrainingSet> sets;
+  const Space& out = spaces.at(held_out);
+  for (const auto& s : spaces)
+    if (s.path != out.path && s.set->name != out.set->name) sets.push_back(TrainingSetOf(*s.set));
+  return sets;
 }
 
 }  // namespace kiln::bench

@@ -3,9 +3,11 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/pretrain/pretrain.h"
 #include "agent/space_index.h"
 #include "hardware/replay/replay_set.h"
 
@@ -50,5 +52,47 @@ struct Summary {
   double agent_ms_per_trial = 0;
 };
 Summary Summarize(const Space& space, const std::vector<Trace>& runs, int budget);
+
+// The median of the runs' trials to target, a run that missed counting as +infinity (so the
+// median is infinite when under half the runs reached it).
+double MedianTrials(const std::vector<Trace>& runs);
+// Random's median over the strategy's, the strategy's taken as `budget` when infinite.
+double MedianRatio(int random_median, double median_trials, int budget);
+
+// A percentile bootstrap over seeds: `resamples` times, as many runs drawn with replacement as
+// there are, and the median trials to target of each draw (in the order drawn, +infinity where
+// under half the drawn runs reached the target). The same seed gives the same draws.
+std::vector<double> BootstrapMedians(const std::vector<Trace>& runs, int resamples, uint64_t seed);
+struct Interval {
+  double lo = 0, hi = 0;  // either may be +infinity (unreached)
+};
+// The central `level` share of `values`: the (1-level)/2 and (1+level)/2 order statistics.
+Interval PercentileInterval(std::vector<double> values, double level = 0.95);
+
+// --holdout. A row of the table: a strategy as given, or its leave-one-out rerun.
+enum class Holdout {
+  kNoLearnedState,   // learns nothing across spaces: the same figure with or without --holdout
+  kGivenCheckpoint,  // starts from the checkpoint given (or the default's own), trained on anything
+  kLeaveOneOut,      // starts, per space, from a checkpoint pretrained on the other spaces only
+};
+const char* HoldoutLabel(Holdout h);  // "no learned state", "given-checkpoint", "loo-checkpoint"
+struct Row {
+  std::string strategy;    // as given on the command line
+  std::string name;        // for agent::NewStrategy
+  std::string checkpoint;  // a path for StrategyContext.init_checkpoint; "" for none (or per space)
+  Holdout holdout = Holdout::kNoLearnedState;
+};
+// This local tool may load a checkpoint by path ("policy:/tmp/ck.pt"): the strategy's name then
+// travels without it and the file goes in StrategyContext.init_checkpoint, since strategy names
+// themselves take only checkpoint names (agent/strategy.h). {name, ""} for anything else.
+std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strategy);
+// One row per strategy; under `holdout`, a strategy that starts from a checkpoint (a path or a
+// name given with it, or the default strategy's own) is followed by its leave-one-out row.
+std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout);
+// A replay set as `kiln agent pretrain` reads one.
+agent::TrainingSet TrainingSetOf(const hardware::ReplaySet& set);
+// What a leave-one-out checkpoint for `spaces[held_out]` trains on: every other space, less any
+// copy of the held-out one (the same file or the same set name).
+std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces, size_t held_out);
 
 }  // namespace kiln::bench

@@ -8,14 +8,15 @@
 #include <fstream>
 #include <vector>
 
+#include "agent/strategy.h"
 #include "gtest/gtest.h"
 
 namespace kiln::bench {
 namespace {
 
 // Four configurations of one knob: times 1, 1.02 (within 95%), 2, and a failure.
-std::string WriteSet() {
-  std::string path = ::testing::TempDir() + "/tiny" + std::to_string(::getpid()) + ".json";
+std::string WriteSet(const std::string& stem = "tiny") {
+  std::string path = ::testing::TempDir() + "/" + stem + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"tune_params_keys": ["X"], "tune_params": {"X": [1, 2, 3, 4]},
     "cache": {"1": {"X": 1, "time": 1.0}, "2": {"X": 2, "time": 1.02},
               "3": {"X": 3, "time": 2.0}, "4": {"X": 4, "time": "RuntimeFailedConfig"}}})";
@@ -154,6 +155,141 @@ TEST(SearchEval, MeanCountsMissedRunsAsTheBudget) {
   EXPECT_EQ(s.median_trials, -1);  // the middle two runs: 4 and never
   EXPECT_DOUBLE_EQ(s.reached_share, 0.5);
   std::remove(path.c_str());
+}
+
+std::vector<Trace> RunsReaching(const std::vector<int>& trials) {
+  std::vector<Trace> runs(trials.size());
+  for (size_t i = 0; i < trials.size(); ++i) runs[i].trials_to_target = trials[i];
+  return runs;
+}
+
+TEST(SearchEval, BootstrapIntervalHoldsThePointEstimateAndIsReproducible) {
+  const auto runs = RunsReaching(
+      {40, 12, 95, 33, 18, 250, 61, 27, 44, 9, 130, 52, 75, 21, 38, 300, 66, 15, 48, 88});
+  const double median = MedianTrials(runs);
+  EXPECT_DOUBLE_EQ(median, 46);  // (44 + 48) / 2
+  const auto boot = BootstrapMedians(runs, 1000, 7);
+  ASSERT_EQ(boot.size(), 1000u);
+  EXPECT_EQ(BootstrapMedians(runs, 1000, 7), boot);  // deterministic given the seed
+  EXPECT_NE(BootstrapMedians(runs, 1000, 8), boot);
+  const Interval ci = PercentileInterval(boot);
+  EXPECT_LE(ci.lo, median);
+  EXPECT_GE(ci.hi, median);
+  EXPECT_LT(ci.lo, ci.hi);  // seeds this spread cannot pin the median down
+  // Every bootstrap median is a median of the runs' own values (or halfway between two).
+  EXPECT_GE(ci.lo, 9);
+  EXPECT_LE(ci.hi, 300);
+  // The ratio's interval is the median's turned over: random's median / the strategy's.
+  const Interval rci = PercentileInterval([&] {
+    std::vector<double> r;
+    for (double m : boot) r.push_back(MedianRatio(500, m, 1000));
+    return r;
+  }());
+  EXPECT_DOUBLE_EQ(rci.lo, 500 / ci.hi);
+  EXPECT_DOUBLE_EQ(rci.hi, 500 / ci.lo);
+  EXPECT_LE(rci.lo, MedianRatio(500, median, 1000));
+  EXPECT_GE(rci.hi, MedianRatio(500, median, 1000));
+  // For a handful of seeds, too, the interval holds the point estimate.
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto few = RunsReaching({5, 80, 12, 7, 200, 33, 19});
+    const Interval i = PercentileInterval(BootstrapMedians(few, 1000, seed));
+    EXPECT_LE(i.lo, MedianTrials(few)) << seed;
+    EXPECT_GE(i.hi, MedianTrials(few)) << seed;
+  }
+}
+
+TEST(SearchEval, BootstrapCountsMissedRunsAsUnreached) {
+  // Three of five runs missed: the median is unreached, and so is the interval's upper end; the
+  // ratio then takes the budget, as the point estimate does.
+  const auto runs = RunsReaching({10, -1, 20, -1, -1});
+  EXPECT_TRUE(std::isinf(MedianTrials(runs)));
+  EXPECT_DOUBLE_EQ(MedianRatio(100, MedianTrials(runs), 1000), 0.1);
+  const Interval ci = PercentileInterval(BootstrapMedians(runs, 1000, 1));
+  EXPECT_TRUE(std::isinf(ci.hi));
+  EXPECT_GE(ci.lo, 10);
+}
+
+TEST(SearchEval, PercentileIntervalIsTheCentralShare) {
+  std::vector<double> v;
+  for (int i = 999; i >= 0; --i) v.push_back(i);
+  const Interval ci = PercentileInterval(v);
+  EXPECT_EQ(ci.lo, 25);
+  EXPECT_EQ(ci.hi, 974);
+  const Interval one = PercentileInterval({3.0});
+  EXPECT_EQ(one.lo, 3);
+  EXPECT_EQ(one.hi, 3);
+}
+
+TEST(SearchEval, HoldoutRowsRerunOnlyStrategiesThatStartFromACheckpoint) {
+  const auto rows =
+      PlanRows({"random", "annealing", "evolution", "policy", "policy:/tmp/ck.pt"}, true);
+  ASSERT_EQ(rows.size(), 6u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i].holdout, Holdout::kNoLearnedState) << rows[i].strategy;
+    EXPECT_EQ(rows[i].checkpoint, "");
+  }
+  // The checkpoint as given, then the same learner with a checkpoint chosen per held-out space.
+  EXPECT_EQ(rows[4].holdout, Holdout::kGivenCheckpoint);
+  EXPECT_EQ(rows[4].name, "policy");
+  EXPECT_EQ(rows[4].checkpoint, "/tmp/ck.pt");
+  EXPECT_EQ(rows[5].holdout, Holdout::kLeaveOneOut);
+  EXPECT_EQ(rows[5].strategy, "policy:/tmp/ck.pt");
+  EXPECT_EQ(rows[5].name, "policy");
+  EXPECT_EQ(rows[5].checkpoint, "");
+  EXPECT_STREQ(HoldoutLabel(rows[0].holdout), "no learned state");
+  EXPECT_STREQ(HoldoutLabel(rows[5].holdout), "loo-checkpoint");
+  // Without --holdout, one row each.
+  EXPECT_EQ(PlanRows({"random", "policy:/tmp/ck.pt"}, false).size(), 2u);
+  // A checkpoint by name (from $KILN_CHECKPOINT_DIR) is learned state too.
+  const auto named = PlanRows({"policy:mine"}, true);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].name, "policy:mine");
+  EXPECT_EQ(named[1].name, "policy");
+  // The default is retrained leave-one-out exactly when it names a checkpoint of its own.
+  const bool default_learns = std::string(agent::kDefaultStrategy).find(':') != std::string::npos;
+  const auto def = PlanRows({"default"}, true);
+  ASSERT_EQ(def.size(), default_learns ? 2u : 1u);
+  EXPECT_EQ(def[0].holdout, default_learns ? Holdout::kGivenCheckpoint : Holdout::kNoLearnedState);
+}
+
+TEST(SearchEval, LeaveOneOutCheckpointNeverSeesTheHeldOutSpace) {
+  std::vector<std::string> paths = {WriteSet("alpha"), WriteSet("beta"), WriteSet("gamma")};
+  std::vector<Space> spaces;
+  for (const auto& p : paths) {
+    auto s = PrepareSpace(p);
+    ASSERT_TRUE(s.ok()) << s.status();
+    spaces.push_back(std::move(*s));
+  }
+  for (size_t held = 0; held < spaces.size(); ++held) {
+    const auto sets = LeaveOneOutSets(spaces, held);
+    ASSERT_EQ(sets.size(), 2u);
+    for (const auto& t : sets) {
+      EXPECT_NE(t.name, spaces[held].set->name);
+      EXPECT_EQ(t.configs.size(), 4u);  // the whole recorded set, as `kiln agent pretrain` reads
+    }
+    for (size_t other = 0; other < spaces.size(); ++other) {
+      if (other == held) continue;
+      EXPECT_TRUE(std::any_of(sets.begin(), sets.end(), [&](const agent::TrainingSet& t) {
+        return t.name == spaces[other].set->name;
+      }));
+    }
+  }
+  // The same file given twice is held out twice: no copy of it leaks into the training.
+  spaces.push_back(*PrepareSpace(paths[0]));
+  const auto sets = LeaveOneOutSets(spaces, 0);
+  ASSERT_EQ(sets.size(), 2u);
+  for (const auto& t : sets) EXPECT_NE(t.name, spaces[0].set->name);
+  // A failure is a zero time in the training set, as pretraining expects.
+  EXPECT_EQ(std::count(sets[0].median_us.begin(), sets[0].median_us.end(), 0.0), 1);
+  // And the checkpoint trains on them: one per held-out space, loadable as a warm start.
+  const std::string ck = ::testing::TempDir() + "/loo" + std::to_string(::getpid()) + ".pt";
+  agent::PretrainOptions quick;
+  quick.cost_steps = quick.policy_steps = 10;
+  ASSERT_TRUE(agent::Pretrain(LeaveOneOutSets(spaces, 1), quick, ck).ok());
+  auto run = RunOnce(spaces[1], "policy", 1, 4, 4, ck);
+  EXPECT_TRUE(run.ok()) << run.status();
+  std::remove(ck.c_str());
+  for (const auto& p : paths) std::remove(p.c_str());
 }
 
 }  // namespace
