@@ -111,6 +111,18 @@ absl::StatusOr<v1::ExportKernelsResponse> Client::ExportKernels(const std::strin
   return Unary(&v1::TuningService::Stub::ExportKernels, request);
 }
 
+absl::StatusOr<std::vector<v1::TuningRecord>> Client::LookupBest(const v1::Workload& workload,
+                                                                 const std::string& chip_type,
+                                                                 int k) {
+  v1::LookupBestRequest request;
+  *request.mutable_workload() = workload;
+  request.set_chip_type(chip_type);
+  request.set_k(k);
+  auto response = Unary(&v1::TuningService::Stub::LookupBest, request);
+  if (!response.ok()) return response.status();
+  return std::vector<v1::TuningRecord>(response->records().begin(), response->records().end());
+}
+
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
   auto response = Unary(&v1::TuningService::Stub::ListWorkers, v1::ListWorkersRequest());
   if (!response.ok()) return response.status();

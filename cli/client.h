@@ -35,6 +35,9 @@ class Client {
   absl::StatusOr<v1::GetResultsResponse> GetResults(const std::string& job_id);
   absl::StatusOr<v1::ExportKernelsResponse> ExportKernels(const std::string& job_id);
   absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
+  // The tuning database's fastest records of `workload` on `chip_type` (exact; "" = any).
+  absl::StatusOr<std::vector<v1::TuningRecord>> LookupBest(const v1::Workload& workload,
+                                                           const std::string& chip_type, int k);
 
   // Follows the job's events until it reaches a terminal state and returns that snapshot. When
   // the stream breaks after it was established (e.g. the coordinator restarts) it reconnects

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <optional>
 
+#include "cli/best.h"
 #include "cli/export.h"
 #include "cli/format.h"
 #include "cli/progress.h"
+#include "cli/report.h"
 #include "cli/results.h"
 #include "common/json_text.h"
 
@@ -44,6 +46,14 @@ std::optional<v1::ChipFingerprint> FindChip(Client& client, const std::string& c
   return found;
 }
 
+// Said at once when no live worker can run the job (the coordinator sets Job.waiting at submit),
+// instead of leaving it silently QUEUED.
+void WarnIfWaiting(Client& client, const std::string& job_id, Io& io) {
+  auto job = client.GetJob(job_id);
+  if (job.ok() && !job->waiting().empty())
+    io.err << "kiln: warning: job " << job_id << " is waiting: " << job->waiting() << "\n";
+}
+
 int PrintResults(Client& client, const std::string& job_id, bool json, Io& io) {
   auto results = client.GetResults(job_id);
   if (!results.ok()) return ReportError(results.status(), client.address(), io);
@@ -66,7 +76,9 @@ int64_t WallClockMs() {
 
 int ReportError(const absl::Status& status, const std::string& address, Io& io) {
   io.err << "kiln: " << DescribeError(status, address) << "\n";
-  return 1;
+  // A request the coordinator refuses as malformed is the mistake the command line refuses
+  // before sending (exit 2); anything else that fails is a runtime failure (exit 1).
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
 int SubmitAndWait(Client& client, const Invocation& inv, WaitOutput output, Io& io,
@@ -76,7 +88,8 @@ int SubmitAndWait(Client& client, const Invocation& inv, WaitOutput output, Io& 
   if (!job_id.ok()) return ReportError(job_id.status(), client.address(), io);
   if (on_submitted) on_submitted(*job_id);
   io.err << "kiln: submitted job " << *job_id
-         << " (Ctrl-C stops watching; the job keeps running)\n";
+         << (inv.local ? " (Ctrl-C cancels it)\n"
+                       : " (Ctrl-C stops watching; the job keeps running)\n");
   auto job = WatchWithProgress(client, *job_id, io);
   if (!job.ok()) return ReportError(job.status(), client.address(), io);
   if (job->state() != v1::SUCCEEDED) io.err << "kiln: " << FinalStateLine(*job) << "\n";
@@ -103,10 +116,11 @@ int RunRemoteCommand(const Invocation& inv, Io& io) {
   if (cmd == "submit") {
     if (inv.wait)
       return SubmitAndWait(client, inv,
-                           inv.json ? WaitOutput::kJobIdJson : WaitOutput::kResultsTable, io);
+                           inv.json ? WaitOutput::kResultsJson : WaitOutput::kResultsTable, io);
     auto job_id = client.SubmitJob(inv.spec);
     if (!job_id.ok()) return ReportError(job_id.status(), client.address(), io);
     io.out << (inv.json ? JobIdJson(*job_id) : *job_id) << "\n";
+    WarnIfWaiting(client, *job_id, io);
     return 0;
   }
   if (cmd == "watch") {
@@ -122,6 +136,8 @@ int RunRemoteCommand(const Invocation& inv, Io& io) {
     return 0;
   }
   if (cmd == "results") return PrintResults(client, inv.job_id, inv.json, io);
+  if (cmd == "best") return RunBest(client, inv, io);
+  if (cmd == "export" && inv.best) return RunExportBest(client, inv, io);
   if (cmd == "export") {
     auto kernels = client.ExportKernels(inv.job_id);
     if (!kernels.ok()) return ReportError(kernels.status(), client.address(), io);
@@ -132,6 +148,21 @@ int RunRemoteCommand(const Invocation& inv, Io& io) {
       return 1;
     }
     io.out << (inv.json ? *manifest + "\n" : FormatExport(*kernels, dir));
+    return 0;
+  }
+  if (cmd == "report") {
+    auto results = client.GetResults(inv.job_id);
+    if (!results.ok()) return ReportError(results.status(), client.address(), io);
+    // An older job may carry no fingerprint: a live worker of its chip type stands in.
+    std::optional<v1::ChipFingerprint> chip;
+    if (!results->job().has_chip()) chip = FindChip(client, results->job().chip_type());
+    const std::string path = inv.out.empty() ? DefaultReportPath(inv.job_id) : inv.out;
+    const std::string html = ReportHtml(*results, chip ? &*chip : nullptr);
+    if (absl::Status written = WriteReportFile(html, path); !written.ok()) {
+      io.err << "kiln: " << written.message() << "\n";
+      return 1;
+    }
+    io.out << "wrote " << path << " (" << (html.size() + 1023) / 1024 << " KiB)\n";
     return 0;
   }
   if (cmd == "cancel") {

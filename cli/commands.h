@@ -23,7 +23,7 @@ struct Io {
 int64_t WallClockMs();
 
 // Runs a parsed remote command against inv.coordinator. Returns the exit status: 0 success,
-// 1 server error or job FAILED/CANCELLED.
+// 1 server error or job FAILED/CANCELLED, 2 a request the coordinator refused as malformed.
 int RunRemoteCommand(const Invocation& inv, Io& io);
 
 // What SubmitAndWait prints on stdout once the job is over.
@@ -34,7 +34,8 @@ enum class WaitOutput { kResultsTable, kJobIdJson, kResultsJson };
 int SubmitAndWait(Client& client, const Invocation& inv, WaitOutput output, Io& io,
                   std::function<void(const std::string& job_id)> on_submitted = nullptr);
 
-// Prints "kiln: <description>" for a failed call and returns 1.
+// Prints "kiln: <description>" for a failed call; returns 2 when the coordinator refused the
+// request as malformed (INVALID_ARGUMENT: a usage error, as the command line's own), else 1.
 int ReportError(const absl::Status& status, const std::string& address, Io& io);
 
 }  // namespace kiln::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cli/export_library.h"
 #include "cli/format.h"
 #include "cli/table.h"
 #include "common/json_text.h"
@@ -51,6 +52,18 @@ absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels
                                                      ShortQuote(k.file_name()),
                                                      "' twice: nothing was written"));
   }
+  // CPU kernels come with a library around them (kiln_kernels.h, CMakeLists.txt, a self-test),
+  // whose files' names a kernel's file may not take. Where the library cannot be made (a
+  // coordinator older than library exports), the sources are still written and the manifest
+  // says why there is no library.
+  const auto built = LibraryFiles(kernels);
+  const std::vector<std::pair<std::string, std::string>> library =
+      built.ok() ? *built : std::vector<std::pair<std::string, std::string>>{};
+  for (const auto& [name, text] : library)
+    if (names.count(name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the coordinator sent the file name '", ShortQuote(name),
+                       "', which the exported library's own file has: nothing was written"));
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
     return absl::AlreadyExistsError(
@@ -59,18 +72,25 @@ absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels
   for (const auto& k : kernels.kernels()) {
     nlohmann::ordered_json config = nlohmann::ordered_json::object();
     for (const auto& [name, value] : k.config().knobs()) config[name] = value;
-    list.push_back({{"workload", k.workload_key()},
-                    {"file", k.file_name()},
-                    {"dialect", k.dialect()},
-                    {"entry", k.entry()},
-                    {"config", std::move(config)},
-                    {"median_us", k.best().median_us()},
-                    {"samples_us", std::vector<double>(k.best().samples_us().begin(),
-                                                       k.best().samples_us().end())}});
+    nlohmann::ordered_json entry = {
+        {"workload", k.workload_key()},
+        {"file", k.file_name()},
+        {"dialect", k.dialect()},
+        {"entry", k.entry()},
+        {"config", std::move(config)},
+        {"median_us", k.best().median_us()},
+        {"samples_us",
+         std::vector<double>(k.best().samples_us().begin(), k.best().samples_us().end())}};
+    auto convention = KernelConvention(k);
+    if (convention.ok() && !convention->is_null()) entry["calling"] = std::move(*convention);
+    list.push_back(std::move(entry));
   }
-  const std::string manifest = JsonText({{"job_id", kernels.job_id()},
-                                         {"kernels", std::move(list)},
-                                         {"chip", ChipJson(kernels.chip())}});
+  nlohmann::ordered_json root = {{"job_id", kernels.job_id()},
+                                 {"kernels", std::move(list)},
+                                 {"chip", ChipJson(kernels.chip())}};
+  if (!library.empty()) root["library"] = LibraryManifest(kernels);
+  if (!built.ok()) root["library"] = {{"not_written", std::string(built.status().message())}};
+  const std::string manifest = JsonText(root);
 
   const fs::path target = fs::absolute(fs::path(dir), ec);
   const fs::path tmp =
@@ -86,6 +106,7 @@ absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels
   };
   bool ok = write("manifest.json", manifest + "\n");
   for (const auto& k : kernels.kernels()) ok = ok && write(k.file_name(), k.source());
+  for (const auto& [name, text] : library) ok = ok && write(name, text);
   if (ok) {
     if (fs::exists(target, ec)) fs::remove(target, ec);  // the empty directory checked above
     fs::rename(tmp, target, ec);
@@ -100,14 +121,25 @@ absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels
 
 std::string FormatExport(const v1::ExportKernelsResponse& kernels, const std::string& dir) {
   std::vector<Row> rows;
-  for (const auto& k : kernels.kernels())
-    rows.push_back(
-        {k.file_name(), k.workload_key(), FormatMicros(k.best().median_us()), k.entry()});
-  return absl::StrCat("exported ", kernels.kernels_size(), " kernel",
-                      kernels.kernels_size() == 1 ? "" : "s", " of job ", kernels.job_id(),
-                      " (tuned on ", kernels.chip().chip_type(), ", ", kernels.chip().model(),
-                      ") to ", dir, "/ with manifest.json\n\n",
-                      FormatTable({"FILE", "WORKLOAD", "BEST (µs)", "ENTRY"}, rows));
+  const auto files = LibraryFiles(kernels);
+  const bool library = files.ok() && !files->empty();
+  for (const auto& k : kernels.kernels()) {
+    auto convention = KernelConvention(k);
+    const std::string function = convention.ok() && convention->contains("function")
+                                     ? (*convention)["function"].get<std::string>()
+                                     : k.entry();
+    rows.push_back({k.file_name(), k.workload_key(), FormatMicros(k.best().median_us()), function});
+  }
+  return absl::StrCat(
+      "exported ", kernels.kernels_size(), " kernel", kernels.kernels_size() == 1 ? "" : "s",
+      " of job ", kernels.job_id(), " (tuned on ", kernels.chip().chip_type(), ", ",
+      kernels.chip().model(), ") to ", dir, "/ with manifest.json\n",
+      library ? absl::StrCat("as a library: kiln_kernels.h declares them; build and "
+                             "check with: cmake -S ",
+                             dir, " -B ", dir, "/build && cmake --build ", dir, "/build && ", dir,
+                             "/build/kiln_kernels_selftest\n")
+              : "",
+      "\n", FormatTable({"FILE", "WORKLOAD", "BEST (µs)", "FUNCTION"}, rows));
 }
 
 }  // namespace kiln::cli

@@ -1,5 +1,7 @@
 // `kiln export JOB [--out DIR] [--json]`: writes a job's best kernels as self-contained sources
-// (one file per task) and a manifest.json (workload, configuration, timing, the chip).
+// (one file per task) and a manifest.json (workload, configuration, timing, the chip, each
+// kernel's calling convention); CPU kernels also as a library (export_library.h: kiln_kernels.h,
+// CMakeLists.txt, a self-test, README.md).
 #pragma once
 
 #include <string>
@@ -12,7 +14,8 @@ namespace kiln::cli {
 // The directory `kiln export` writes to when --out is not given.
 std::string DefaultExportDir(const std::string& job_id);
 
-// Writes every kernel and manifest.json into `dir`, all or nothing: into a sibling temporary
+// Writes every kernel, the library around the CPU kernels and manifest.json into `dir`, all
+// or nothing: into a sibling temporary
 // directory first, renamed to `dir` at the end. `dir` must not exist or be empty (nothing is
 // overwritten). Returns the manifest's JSON text.
 absl::StatusOr<std::string> WriteExport(const v1::ExportKernelsResponse& kernels,

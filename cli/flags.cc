@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -14,6 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "codegen/knob_constraints.h"
 #include "codegen/workload.h"
 #include "common/daemon.h"
 #include "common/status.h"
@@ -34,10 +38,16 @@ enum Cmd : unsigned {
   kNone = 256,
   kExport = 512,
   kToken = 1024,
+  kKnobs = 2048,
+  kBest = 4096,
+  kReport = 1u << 20,  // a high bit: other new commands take the next low ones
 };
-constexpr unsigned kAll = 2047;
+constexpr unsigned kAll = ~0u;  // every command, present and future
 constexpr unsigned kJob = kSubmit | kTune;
-constexpr unsigned kRemote = kSubmit | kWatch | kJobs | kResults | kCancel | kWorkers | kExport;
+// Commands that name a workload and a chip without tuning it (export --best JOB-less).
+constexpr unsigned kLookup = kKnobs | kBest | kExport;
+constexpr unsigned kRemote =
+    kSubmit | kWatch | kJobs | kResults | kCancel | kWorkers | kExport | kReport | kBest;
 
 struct FlagDef {
   const char* name;
@@ -46,43 +56,52 @@ struct FlagDef {
   unsigned commands;
 };
 
+// The connection flags are accepted (and unused) by the offline `kiln knobs` too, so that a
+// wrapper that always passes --coordinator works with every command.
 constexpr FlagDef kFlags[] = {
     {"help", false, true, kAll},
     {"version", false, true, kAll},
-    {"coordinator", true, false, kRemote | kNone},
-    {"tls-ca", true, false, kRemote | kNone},
-    {"token-file", true, false, kRemote | kNone},
+    {"coordinator", true, false, kRemote | kNone | kKnobs},
+    {"tls-ca", true, false, kRemote | kNone | kKnobs},
+    {"token-file", true, false, kRemote | kNone | kKnobs},
     {"role", true, false, kToken},
     {"name", true, false, kToken},
     {"tokens-file", true, false, kToken},
-    {"json", false, true, kSubmit | kTune | kJobs | kResults | kWorkers | kExport},
-    {"out", true, false, kExport},
+    {"json", false, true, kSubmit | kTune | kJobs | kResults | kWorkers | kExport | kKnobs | kBest},
+    {"out", true, false, kExport | kReport},
     {"wait", false, true, kSubmit},
     {"local", false, true, kTune},
     {"data-dir", true, false, kTune},
-    {"op", true, false, kJob},
-    {"shape", true, false, kJob},
+    {"jobs", false, true, kTune},
+    {"cancel", true, false, kTune},
+    {"op", true, false, kJob | kLookup},
+    {"shape", true, false, kJob | kLookup},
     {"model", true, false, kJob},
     {"hf-config", true, false, kJob},
-    {"dtype", true, false, kJob},
-    {"epilogue", true, false, kJob},
+    {"dtype", true, false, kJob | kLookup},
+    {"epilogue", true, false, kJob | kLookup},
     {"phase", true, false, kJob},
     {"batch", true, false, kJob},
     {"context", true, false, kJob},
-    {"chip", true, false, kJob},
+    {"chip", true, false, kJob | kLookup},
     {"budget", true, false, kJob},
     {"max-seconds", true, false, kJob},
     {"strategy", true, false, kJob},
     {"seed", true, false, kJob},
     {"priority", true, false, kJob},
-    {"pin", true, true, kJob},
+    {"pin", true, true, kJob | kKnobs},
+    {"exclude", true, true, kJob | kKnobs},
+    {"range", true, true, kJob | kKnobs},
+    {"best", false, true, kExport},
+    {"extend", true, false, kSubmit},
 };
 
 const std::map<std::string, unsigned>& Commands() {
   static const auto* commands = new std::map<std::string, unsigned>{
       {"submit", kSubmit},   {"tune", kTune},     {"watch", kWatch},     {"jobs", kJobs},
       {"results", kResults}, {"cancel", kCancel}, {"workers", kWorkers}, {"export", kExport},
-      {"help", kHelpCmd},    {"token", kToken}};
+      {"report", kReport},   {"help", kHelpCmd},  {"token", kToken},     {"knobs", kKnobs},
+      {"best", kBest}};
   return *commands;
 }
 
@@ -124,6 +143,99 @@ absl::Status ParsePins(const std::vector<std::string>& pins, v1::JobSpec* spec) 
       return Bad("--pin: expected KNOB=INTEGER (e.g. --pin MR=8), got '", pin, "'");
     if (spec->pin().count(knob)) return Bad("--pin: knob ", knob, " pinned twice");
     (*spec->mutable_pin())[knob] = value;
+  }
+  return absl::OkStatus();
+}
+
+// KNOB=REST with a knob name: splits, or says what `flag` expects (`form`, e.g. KNOB=V1,V2).
+absl::Status SplitKnob(const std::string& flag, const std::string& form, const std::string& arg,
+                       std::string* knob, std::string* rest) {
+  size_t eq = arg.find('=');
+  *knob = arg.substr(0, eq);
+  bool name_ok = !knob->empty() && !absl::ascii_isdigit((*knob)[0]);
+  for (char c : *knob) name_ok = name_ok && (absl::ascii_isalnum(c) || c == '_');
+  if (eq == std::string::npos || !name_ok)
+    return Bad("--", flag, ": expected ", form, ", got '", ShortQuote(arg), "'");
+  *rest = arg.substr(eq + 1);
+  return absl::OkStatus();
+}
+
+// --exclude KNOB=V1,V2 (repeatable; values of one knob add up).
+absl::Status ParseExcludes(const std::vector<std::string>& args, v1::JobSpec* spec) {
+  const char* form = "KNOB=V1,V2,... (e.g. --exclude PACK=0)";
+  for (const std::string& arg : args) {
+    std::string knob, rest;
+    RETURN_IF_ERROR(SplitKnob("exclude", form, arg, &knob, &rest));
+    std::vector<int64_t> values;
+    for (absl::string_view part : absl::StrSplit(rest, ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(part, &v))
+        return Bad("--exclude: expected ", form, ", got '", ShortQuote(arg), "'");
+      values.push_back(v);
+    }
+    auto* kept = (*spec->mutable_exclude())[knob].mutable_values();
+    for (int64_t v : values)
+      if (std::find(kept->begin(), kept->end(), v) == kept->end()) kept->Add(v);
+  }
+  return absl::OkStatus();
+}
+
+// --range KNOB=LO..HI (inclusive; LO or HI may be left out: KNOB=..HI, KNOB=LO..).
+absl::Status ParseRanges(const std::vector<std::string>& args, v1::JobSpec* spec) {
+  const char* form = "KNOB=LO..HI (e.g. --range KC=128..512)";
+  for (const std::string& arg : args) {
+    std::string knob, rest;
+    RETURN_IF_ERROR(SplitKnob("range", form, arg, &knob, &rest));
+    size_t dots = rest.find("..");
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    std::string lo_text = rest.substr(0, dots);
+    std::string hi_text = dots == std::string::npos ? "" : rest.substr(dots + 2);
+    if (dots == std::string::npos || (lo_text.empty() && hi_text.empty()) ||
+        (!lo_text.empty() && !absl::SimpleAtoi(lo_text, &lo)) ||
+        (!hi_text.empty() && !absl::SimpleAtoi(hi_text, &hi)))
+      return Bad("--range: expected ", form, ", got '", ShortQuote(arg), "'");
+    if (lo > hi) return Bad("--range ", ShortQuote(arg), ": LO must not exceed HI");
+    if (spec->range().count(knob)) return Bad("--range: knob ", knob, " given twice");
+    v1::KnobRange& r = (*spec->mutable_range())[knob];
+    r.set_lo(lo);
+    r.set_hi(hi);
+  }
+  return absl::OkStatus();
+}
+
+// The workload of --op/--shape (with --dtype, --epilogue), validated as submit validates it.
+absl::Status ParseOpWorkload(const Values& v, v1::Workload* out) {
+  bool op = v.count("op"), shape = v.count("shape");
+  if (!op && !shape)
+    return Bad("missing --op and --shape (e.g. --op gemm --shape M=8,N=4096,K=4096)");
+  if (!op) return Bad("missing --op (the operator of --shape, e.g. --op gemm)");
+  if (!shape) return Bad("missing --shape (e.g. --shape M=8,N=4096,K=4096)");
+  auto workload = codegen::ParseWorkload(Get(v, "op"), Get(v, "shape"), Get(v, "dtype"));
+  if (!workload.ok()) return Bad("INVALID_ARGUMENT: ", workload.status().message());
+  workload->set_epilogue(Get(v, "epilogue"));
+  absl::Status valid = codegen::ValidateWorkload(*workload);
+  if (!valid.ok()) return Bad("INVALID_ARGUMENT: ", valid.message());
+  *out = *std::move(workload);
+  return absl::OkStatus();
+}
+
+// kiln knobs / best / export --best: a workload and a chip, nothing to tune (knobs: with the
+// constraints to try, checked as submit checks them).
+absl::Status ParseLookupFlags(const Values& v, Invocation* inv) {
+  v1::JobSpec& spec = inv->spec;
+  RETURN_IF_ERROR(ParseOpWorkload(v, spec.mutable_workload()));
+  if (!v.count("chip") || Get(v, "chip").empty())
+    return Bad("missing --chip (a chip-type label prefix, e.g. --chip cpu)");
+  spec.set_chip(Get(v, "chip"));
+  if (v.count("pin")) RETURN_IF_ERROR(ParsePins(v.at("pin"), &spec));
+  if (v.count("exclude")) RETURN_IF_ERROR(ParseExcludes(v.at("exclude"), &spec));
+  if (v.count("range")) RETURN_IF_ERROR(ParseRanges(v.at("range"), &spec));
+  if (spec.pin_size() || spec.exclude_size() || spec.range_size()) {
+    auto tmpl =
+        codegen::FindTemplate(spec.workload(), spec.chip().substr(0, spec.chip().find('-')));
+    if (tmpl.ok())
+      RETURN_IF_ERROR(codegen::CheckKnobConstraints(spec, spec.workload(), **tmpl,
+                                                    codegen::ConstraintNaming::kFlags));
   }
   return absl::OkStatus();
 }
@@ -195,7 +307,16 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
   bool op = v.count("op"), shape = v.count("shape");
   bool model = v.count("model") || v.count("hf-config");
   if ((op || shape) && model) return Bad("--op/--shape and --model/--hf-config are exclusive");
-  if (model) {
+  const bool extend = v.count("extend") > 0;
+  if (extend) {  // JOB's own workload, chip and constraints: the coordinator copies them
+    for (const char* flag : {"op", "shape", "model", "hf-config", "dtype", "epilogue", "phase",
+                             "batch", "context", "chip", "pin", "exclude", "range"})
+      if (v.count(flag))
+        return Bad("--extend JOB continues JOB's own workload, chip and constraints; leave out --",
+                   flag);
+    spec.set_extend_job_id(Get(v, "extend"));
+    if (spec.extend_job_id().empty()) return Bad("--extend: expected a job id (see 'kiln jobs')");
+  } else if (model) {
     if (v.count("epilogue"))
       return Bad("--epilogue applies to --op jobs; a model's epilogues come from its graph");
     RETURN_IF_ERROR(ParseModelFlags(v, inv));
@@ -215,11 +336,12 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
     if (!valid.ok()) return Bad("INVALID_ARGUMENT: ", valid.message());
     *spec.mutable_workload() = *workload;
   }
-  if (!v.count("chip") || Get(v, "chip").empty())
+  if (!extend && (!v.count("chip") || Get(v, "chip").empty()))
     return Bad("missing --chip (a chip-type label prefix, e.g. --chip cpu)");
   spec.set_chip(Get(v, "chip"));
   int budget = 64;
-  if (v.count("budget")) RETURN_IF_ERROR(ParseInt("budget", Get(v, "budget"), 1, 1000000, &budget));
+  // The coordinator's cap (kMaxBudgetTrials, server/validate.h), refused here as a usage error.
+  if (v.count("budget")) RETURN_IF_ERROR(ParseInt("budget", Get(v, "budget"), 1, 100000, &budget));
   spec.set_budget_trials(budget);
   if (v.count("max-seconds")) {
     double s;
@@ -240,6 +362,17 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
     spec.set_priority(priority);
   }
   if (v.count("pin")) RETURN_IF_ERROR(ParsePins(v.at("pin"), &spec));
+  if (v.count("exclude")) RETURN_IF_ERROR(ParseExcludes(v.at("exclude"), &spec));
+  if (v.count("range")) RETURN_IF_ERROR(ParseRanges(v.at("range"), &spec));
+  // Checked against the operator's knob space now, as the coordinator checks them, so that a
+  // value no chip has is refused at once naming the rule (a model's operators: the coordinator).
+  if (spec.has_workload() && (spec.pin_size() || spec.exclude_size() || spec.range_size())) {
+    auto tmpl =
+        codegen::FindTemplate(spec.workload(), spec.chip().substr(0, spec.chip().find('-')));
+    if (tmpl.ok())
+      RETURN_IF_ERROR(codegen::CheckKnobConstraints(spec, spec.workload(), **tmpl,
+                                                    codegen::ConstraintNaming::kFlags));
+  }
   return absl::OkStatus();
 }
 
@@ -285,19 +418,26 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   if (positional.empty()) {
     if (inv->help || inv->version) return absl::OkStatus();
     return Bad("missing command; commands: ",
-               "submit, watch, jobs, results, export, cancel, workers, tune, token");
+               "submit, watch, jobs, results, best, export, "
+               "report, cancel, workers, knobs, tune, token, agent");
   }
   auto command = Commands().find(positional[0]);
   if (command == Commands().end())
     return Bad("unknown command '", positional[0],
-               "'; commands: submit, watch, jobs, results, export, cancel, workers, tune, token");
+               "'; commands: submit, watch, jobs, results, best, export, report, cancel, workers, "
+               "knobs, tune, token, agent");
   inv->command = command->first;
   unsigned bit = command->second;
   for (const auto& [name, unused] : values)
     if (!(FindFlag(name)->commands & bit))
       return Bad("--", name, " does not apply to 'kiln ", inv->command, "'");
   if (inv->help || inv->version) return absl::OkStatus();
-  bool takes_job = bit & (kWatch | kResults | kCancel | kExport);
+  // export --best names a workload and a chip instead of a job (the best known kernel's job).
+  const bool export_best = bit == kExport && values.count("best");
+  bool takes_job = (bit & (kWatch | kResults | kCancel | kExport | kReport)) && !export_best;
+  if (bit == kExport && !export_best)  // the workload flags are export --best's alone
+    for (const char* flag : {"op", "shape", "dtype", "epilogue", "chip"})
+      if (values.count(flag)) return Bad("--", flag, " applies to 'kiln export --best' (no JOB)");
   size_t operands = positional.size() - 1;
   if (bit == kHelpCmd && operands <= 1) {
     inv->help = true;
@@ -322,9 +462,10 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
   inv->json = values.count("json") > 0;
   inv->wait = values.count("wait") > 0;
   inv->local = values.count("local") > 0;
-  if (bit == kExport) {
+  if (bit & (kExport | kReport)) {
     inv->out = values.count("out") ? Get(values, "out") : "";
-    if (values.count("out") && inv->out.empty()) return Bad("--out: expected a directory");
+    if (values.count("out") && inv->out.empty())
+      return Bad("--out: expected a ", bit == kReport ? "file" : "directory");
   }
   if (bit & kRemote) {
     std::string flag = "--coordinator";
@@ -347,8 +488,22 @@ absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* 
       return Bad("'kiln tune' needs --local (to use a running coordinator: kiln submit --wait)");
     if (values.count("data-dir")) inv->data_dir = Get(values, "data-dir");
     if (inv->data_dir.empty()) return Bad("--data-dir: expected a folder");
+    if (values.count("jobs") || values.count("cancel")) {  // the local store, no new job
+      if (values.count("jobs") && values.count("cancel"))
+        return Bad("--jobs and --cancel are exclusive");
+      for (const char* flag : {"op", "shape", "model", "hf-config", "chip"})
+        if (values.count(flag))
+          return Bad("--", flag, " does not apply to 'kiln tune --local --jobs/--cancel'");
+      inv->local_jobs = values.count("jobs") > 0;
+      inv->local_cancel = Get(values, "cancel");
+      if (values.count("cancel") && inv->local_cancel.empty())
+        return Bad("--cancel: expected a job id (see 'kiln tune --local --jobs')");
+      return absl::OkStatus();
+    }
   }
   if (bit & kJob) return ParseJobFlags(values, inv);
+  inv->best = export_best;
+  if (bit & (kKnobs | kBest) || export_best) return ParseLookupFlags(values, inv);
   return absl::OkStatus();
 }
 

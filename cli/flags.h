@@ -29,8 +29,11 @@ struct Invocation {
   bool wait = false;
   bool local = false;
   std::string data_dir = "./kiln-data";  // tune --local
-  std::string out;                       // export --out DIR ("" = kiln-export-JOB)
-  v1::JobSpec spec;                      // submit, tune
+  bool local_jobs = false;               // tune --local --jobs: list the local store's jobs
+  std::string local_cancel;              // tune --local --cancel JOB
+  std::string out;                       // --out: export DIR, report FILE ("": the default)
+  bool best = false;                     // export --best: spec's workload and chip name the kernel
+  v1::JobSpec spec;                      // submit, tune; knobs, best: workload and chip
   // Model jobs: also sent in spec (phase, batch, context or prefill_tokens).
   std::string phase;
   int batch = 0;

@@ -50,17 +50,49 @@ std::string ConfigText(const v1::Config& config) {
   return out;
 }
 
+namespace {
+
+bool IsModelJobSpec(const v1::Job& job) {
+  return !job.spec().model().empty() || !job.spec().hf_config_json().empty();
+}
+
+// A model job's figure of merit: the measured step's tokens/s, else the estimate from its
+// operators' bests (marked), else 0.
+double JobTokensPerSecond(const v1::Job& job, bool* estimated) {
+  const v1::StepResult& t = job.tokens_per_second();
+  *estimated = !(t.measured() > 0) && t.estimated() > 0;
+  return t.measured() > 0 ? t.measured() : t.estimated() > 0 ? t.estimated() : 0;
+}
+
+}  // namespace
+
 std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
+  // With a model job listed, the column says its unit in each cell: a model job's best is its
+  // tokens/s (its step time is not what anyone compares), an operator job's its time.
+  bool any_model = false;
+  for (const v1::Job& job : jobs) any_model = any_model || IsModelJobSpec(job);
   std::vector<Row> rows;
   for (const v1::Job& job : jobs) {
     std::string chip = job.chip_type().empty() ? job.spec().chip() : job.chip_type();
+    std::string best = FormatMicros(JobBestMicros(job));
+    if (any_model && IsModelJobSpec(job)) {
+      bool estimated = false;
+      const double tps = JobTokensPerSecond(job, &estimated);
+      best = tps > 0 ? FormatFixed(tps, 1) + " tok/s" + (estimated ? " (est.)" : "") : "-";
+    } else if (any_model && best != "-") {
+      best += " µs";
+    }
     rows.push_back(
         {job.id(), v1::JobState_Name(job.state()), chip.empty() ? "-" : chip, JobWorkloadText(job),
-         std::to_string(job.trials_done()) + "/" + std::to_string(job.spec().budget_trials()),
-         FormatMicros(JobBestMicros(job)), FormatLocalTime(job.created_unix_ms())});
+         std::to_string(job.trials_done()) + "/" + std::to_string(job.spec().budget_trials()), best,
+         FormatLocalTime(job.created_unix_ms())});
   }
-  return FormatTable({"ID", "STATE", "CHIP", "WORKLOAD/MODEL", "TRIALS", "BEST (µs)", "CREATED"},
-                     rows);
+  std::string out = FormatTable({"ID", "STATE", "CHIP", "WORKLOAD/MODEL", "TRIALS",
+                                 any_model ? "BEST" : "BEST (µs)", "CREATED"},
+                                rows);
+  for (const v1::Job& job : jobs)  // why a job is not running, under the table
+    if (!job.waiting().empty()) out += "job " + job.id() + " waiting: " + job.waiting() + "\n";
+  return out;
 }
 
 std::string JobsJson(const std::vector<v1::Job>& jobs) {
@@ -76,7 +108,15 @@ std::string JobsJson(const std::vector<v1::Job>& jobs) {
                     {"trials_failed", job.trials_failed()},
                     {"budget", job.spec().budget_trials()},
                     {"best_us", best > 0 ? nlohmann::ordered_json(best) : nlohmann::ordered_json()},
-                    {"created_unix_ms", job.created_unix_ms()}});
+                    {"created_unix_ms", job.created_unix_ms()},
+                    {"waiting", job.waiting()}});
+    if (IsModelJobSpec(job)) {  // the figure `kiln jobs` shows for it
+      bool estimated = false;
+      const double tps = JobTokensPerSecond(job, &estimated);
+      list.back()["tokens_per_second"] =
+          tps > 0 ? nlohmann::ordered_json(tps) : nlohmann::ordered_json();
+      list.back()["tokens_per_second_estimated"] = estimated;
+    }
   }
   return JsonText({{"jobs", std::move(list)}});
 }

@@ -20,10 +20,13 @@ double JobBestMicros(const v1::Job& job);
 // "KC=256 MC=64 MR=8" sorted by knob name.
 std::string ConfigText(const v1::Config& config);
 
-// ID, STATE, CHIP, WORKLOAD/MODEL, TRIALS, BEST (µs), CREATED. Header only when empty.
+// ID, STATE, CHIP, WORKLOAD/MODEL, TRIALS, BEST (µs), CREATED. Header only when empty. With a
+// model job listed the column is BEST with units: "812.5 µs", a model job's "61.3 tok/s". A line
+// under the table for each job that waits for a worker ("job ID waiting: no live worker ...").
 std::string FormatJobsTable(const std::vector<v1::Job>& jobs);
 // {"jobs": [{"job_id", "state", "chip", "workload", "trials_done", "trials_failed",
-// "budget", "best_us", "created_unix_ms"}]}
+// "budget", "best_us", "created_unix_ms", "waiting"}]}, model jobs with "tokens_per_second"
+// (measured, else the estimate) and "tokens_per_second_estimated".
 std::string JobsJson(const std::vector<v1::Job>& jobs);
 
 // NAME, ID, CHIP TYPE, MODEL, CORES, STATE, LAST HEARTBEAT, TRIALS. `now_ms`: wall clock.

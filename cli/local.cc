@@ -1,5 +1,12 @@
 #include "cli/local.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -16,6 +23,20 @@ namespace kiln::cli {
 
 int MaybeRunTrialChild(int argc, char** argv) { return workers::MaybeTrialChild(argc, argv); }
 
+namespace {
+
+// Write end of the Ctrl-C pipe: the handler only writes a byte (async-signal-safe); a thread
+// does the rest. A handler, not a blocked signal mask: exec'd children (compilers, trial
+// children) start with default signal handling and an unchanged mask.
+int g_interrupt_fd = -1;
+
+extern "C" void OnInterrupt(int) {
+  const char c = 'i';
+  if (g_interrupt_fd >= 0) (void)!write(g_interrupt_fd, &c, 1);
+}
+
+}  // namespace
+
 int RunLocal(const Invocation& inv, Io& io) {
   std::error_code ignored;
   std::filesystem::create_directories(inv.data_dir, ignored);
@@ -30,6 +51,16 @@ int RunLocal(const Invocation& inv, Io& io) {
     return 1;
   }
   const std::string address = (*coordinator)->address();
+  if (inv.local_jobs || !inv.local_cancel.empty()) {  // the local store: no worker, no new job
+    Invocation remote = inv;
+    remote.command = inv.local_jobs ? "jobs" : "cancel";
+    remote.job_id = inv.local_cancel;
+    remote.coordinator = address;
+    remote.local = false;
+    int rc = RunRemoteCommand(remote, io);
+    (*coordinator)->Shutdown();
+    return rc;
+  }
   workers::WorkerOptions wo;
   wo.coordinator = address;
   wo.device = "cpu";
@@ -66,6 +97,53 @@ int RunLocal(const Invocation& inv, Io& io) {
     cancel_if_worker_failed();
   });
 
+  // Ctrl-C: the first cancels the job, so that it does not stay RUNNING in the data folder and
+  // the watch ends with its results so far; a second quits at once.
+  std::atomic<bool> interrupted{false};
+  int pipe_fds[2] = {-1, -1};
+  struct sigaction old_sigint = {};
+  std::thread interrupt_thread;
+  if (pipe2(pipe_fds, O_CLOEXEC) == 0) {
+    g_interrupt_fd = pipe_fds[1];
+    struct sigaction sa = {};
+    sa.sa_handler = OnInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_sigint);
+    interrupt_thread = std::thread([&, read_fd = pipe_fds[0]] {
+      char c = 0;
+      int count = 0;
+      while (true) {
+        ssize_t n = read(read_fd, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != 1 || c != 'i') return;  // 'q': the run is over
+        std::string id;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          id = job_id;
+        }
+        if (++count == 1 && !id.empty()) {
+          interrupted = true;
+          io.err << "\nkiln: Ctrl-C: cancelling job " << id << " (Ctrl-C again quits at once)\n"
+                 << std::flush;
+          auto state = Client(address).CancelJob(id);
+          if (!state.ok())
+            io.err << "kiln: could not cancel job " << id << ": " << state.status().message()
+                   << "\n"
+                   << std::flush;
+          continue;
+        }
+        io.err << "\nkiln: quitting"
+               << (id.empty() ? std::string()
+                              : "; job " + id + " may be left unfinished in " + inv.data_dir +
+                                    " (kiln tune --local --cancel " + id + ")")
+               << "\n"
+               << std::flush;
+        std::_Exit(130);
+      }
+    });
+  }
+
   Client client(address);
   int rc =
       SubmitAndWait(client, inv, inv.json ? WaitOutput::kResultsJson : WaitOutput::kResultsTable,
@@ -76,6 +154,19 @@ int RunLocal(const Invocation& inv, Io& io) {
                       }
                       cancel_if_worker_failed();
                     });
+  if (interrupt_thread.joinable()) {
+    const char quit = 'q';
+    (void)!write(pipe_fds[1], &quit, 1);
+    interrupt_thread.join();
+    sigaction(SIGINT, &old_sigint, nullptr);
+    g_interrupt_fd = -1;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+  }
+  if (interrupted) {
+    io.err << "kiln: job " << job_id << " was cancelled by Ctrl-C; its results so far are above\n";
+    rc = 130;  // the shell's convention for a run ended by SIGINT
+  }
   (*worker)->Stop();
   thread.join();
   if (!worker_status.ok()) io.err << "kiln: the local worker stopped: " << worker_status << "\n";

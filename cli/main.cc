@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/knobs.h"
 #include "cli/local.h"
 #include "cli/token.h"
 #include "cli/usage.h"
@@ -27,7 +28,7 @@ int RunAgentTool(char** argv) {
     if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), argv + 1);
   execvp("kiln-agent", argv + 1);
   std::cerr << "kiln: agent: cannot run kiln-agent (not next to kiln nor on PATH)\n";
-  return 2;
+  return 1;  // an installation problem, not a usage error
 }
 
 }  // namespace kiln::cli
@@ -62,5 +63,6 @@ int main(int argc, char** argv) {
   kiln::cli::Io io{std::cout, std::cerr, isatty(STDERR_FILENO) == 1, kiln::cli::WallClockMs};
   if (inv.command == "token") return kiln::cli::RunTokenCreate(inv, io);
   if (inv.command == "tune") return kiln::cli::RunLocal(inv, io);
+  if (inv.command == "knobs") return kiln::cli::RunKnobs(inv, io);  // offline: the templates
   return kiln::cli::RunRemoteCommand(inv, io);
 }

@@ -56,6 +56,17 @@ ProgressPrinter::ProgressPrinter(std::ostream& err, bool tty, std::function<int6
     : err_(err), tty_(tty), now_ms_(std::move(now_ms)), interval_ms_(interval_ms) {}
 
 void ProgressPrinter::OnEvent(const v1::JobEvent& event) {
+  // Before the progress line, so that a job stuck in QUEUED is never silent about why.
+  const std::string& waiting = event.job().waiting();
+  if (waiting != waiting_) {
+    if (!waiting.empty())
+      Notice("kiln: waiting: " + waiting);
+    else if (!IsTerminal(event.job().state()))
+      Notice("kiln: a matching worker is live again");
+    waiting_ = waiting;
+    printed_ = false;  // the progress line follows the notice
+    last_line_.clear();
+  }
   if (event.kind() == v1::JobEvent::NEW_BEST && event.has_best()) best_ = event.best();
   double best_us = JobBestMicros(event.job());
   if (best_us <= 0 && best_ && IsUsable(*best_)) best_us = best_->median_us();

@@ -23,6 +23,7 @@ bool IsTerminal(v1::JobState state);
 // Draws progress for a stream of job events. On a TTY the line is redrawn in place with '\r'
 // (at most ~10 times a second, padded with spaces; no escape codes). Otherwise a full line is
 // printed on the first event, on a new best, on a state change, or every `interval_ms`.
+// A job that no live worker can run says so on a line of its own ("kiln: waiting: ...").
 class ProgressPrinter {
  public:
   ProgressPrinter(std::ostream& err, bool tty, std::function<int64_t()> now_ms,
@@ -48,6 +49,7 @@ class ProgressPrinter {
   size_t drawn_width_ = 0;  // TTY: width of the line now on screen; 0 if none
   std::string last_line_;
   bool printed_ = false;
+  std::string waiting_;  // the job's last Job.waiting, said once per change
 };
 
 }  // namespace kiln::cli

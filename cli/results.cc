@@ -46,6 +46,46 @@ bool IsModelResult(const v1::Job& job) {
   return !job.spec().model().empty() || !job.spec().hf_config_json().empty();
 }
 
+// What a model job's figures are for: the model and the step it timed.
+std::string ModelName(const v1::Job& job) {
+  if (!job.spec().model().empty()) return job.spec().model();
+  if (!job.spec().arch().name().empty()) return job.spec().arch().name() + " (config.json)";
+  return "config.json";
+}
+
+std::string DTypeText(v1::DType dtype) {
+  std::string name = v1::DType_Name(dtype == v1::DTYPE_UNSPECIFIED ? v1::FP32 : dtype);
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  return name;
+}
+
+bool IsPrefill(const v1::JobSpec& spec) { return spec.phase() == "prefill"; }
+
+// "model tinyllama-1.1b  phase decode  batch 1  context 1024  dtype fp32"
+std::string ModelLine(const v1::Job& job) {
+  const v1::JobSpec& spec = job.spec();
+  std::string out = "model " + ModelName(job) + "  phase " +
+                    (spec.phase().empty() ? std::string("decode") : spec.phase()) + "  batch " +
+                    std::to_string(spec.batch() > 0 ? spec.batch() : 1);
+  if (spec.context() > 0) out += "  context " + std::to_string(spec.context());
+  if (IsPrefill(spec) && spec.prefill_tokens() > 0)
+    out += "  prompt " + std::to_string(spec.prefill_tokens()) + " tokens";
+  out += "  dtype " + DTypeText(spec.dtype());
+  if (spec.step_layers() > 0) out += "  step layers " + std::to_string(spec.step_layers());
+  return out + "\n";
+}
+
+Json ModelJson(const v1::Job& job) {
+  const v1::JobSpec& spec = job.spec();
+  return {{"name", ModelName(job)},
+          {"phase", spec.phase().empty() ? std::string("decode") : spec.phase()},
+          {"batch", spec.batch() > 0 ? spec.batch() : 1},
+          {"context", spec.context() > 0 ? Json(spec.context()) : Json()},
+          {"prefill_tokens", IsPrefill(spec) ? Json(spec.prefill_tokens()) : Json()},
+          {"dtype", DTypeText(spec.dtype())},
+          {"step_layers", spec.step_layers()}};
+}
+
 // The tokens/s lines under a model job's table: estimate, measured step, LibTorch's step.
 std::string TokensPerSecondText(const v1::Job& job) {
   const v1::StepResult& t = job.tokens_per_second();
@@ -94,6 +134,17 @@ std::string FinalsText(const std::vector<v1::Finalist>& finalists) {
     out += (i ? ", " : " ") + (f.failed() ? std::string("failed") : FormatFixed(f.score(), 3)) +
            (i == 0 && !f.failed() ? " (best)" : "");
   }
+  return out + "\n";
+}
+
+// One line on what a task took from earlier jobs' tuning records.
+std::string EarlierJobsText(const TaskSummary& t, bool single_task) {
+  std::string out =
+      single_task ? std::string("from earlier jobs: ") : "from earlier jobs (" + t.workload + "): ";
+  out += std::to_string(t.seeded_from_best_known) + " best known configurations timed again, " +
+         std::to_string(t.answered_from_records) + " trials answered from their records; ";
+  out += t.best_from_job.empty() ? std::string("the best was found by this job")
+                                 : "the best was first found by job " + t.best_from_job;
   return out + "\n";
 }
 
@@ -171,6 +222,13 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
     }
     if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
     s.finalists.assign(task.finalists().begin(), task.finalists().end());
+    for (const v1::Trial& trial : results.trials())
+      if (trial.task_index() == i && trial.kind() == v1::TUNE && trial.measurement().from_cache())
+        s.answered_from_records++;
+    // trials_from_earlier_jobs counts both; a trial answered from this job's own record is none.
+    s.answered_from_records = std::min(s.answered_from_records, task.trials_from_earlier_jobs());
+    s.seeded_from_best_known = task.trials_from_earlier_jobs() - s.answered_from_records;
+    s.best_from_job = task.best_from_job();
     for (const v1::Trial& trial : results.trials()) {
       const v1::Measurement& m = trial.measurement();
       const bool demoted = trial.kind() == v1::REMEASURE && m.status() == v1::OK && m.demoted();
@@ -194,6 +252,9 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
   const v1::Job& job = results.job();
   std::string out = "job " + job.id() + "  " + v1::JobState_Name(job.state()) + "  chip " +
                     (job.chip_type().empty() ? "-" : job.chip_type()) + "\n";
+  if (IsModelResult(job)) out += ModelLine(job);
+  if (!job.spec().extend_job_id().empty())
+    out += "continues job " + job.spec().extend_job_id() + "\n";
   if (!job.message().empty()) out += job.message() + "\n";
   std::vector<TaskSummary> tasks = SummarizeTasks(results);
   if (tasks.empty()) return out + "no tasks\n";
@@ -233,6 +294,9 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
         (config.empty() ? "-" : config) + "\n";
     if (!t.finalists.empty()) out += FinalsText(t.finalists);
   }
+  for (const TaskSummary& t : tasks)
+    if (t.seeded_from_best_known > 0 || t.answered_from_records > 0 || !t.best_from_job.empty())
+      out += EarlierJobsText(t, tasks.size() == 1);
   for (const TaskSummary& t : tasks)
     if (!t.refused.empty()) out += RefusedText(t, tasks.size() == 1);
   return out;
@@ -294,6 +358,10 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
                            {"failed", f.failed()},
                            {"round_median_us", Numbers(f.round_median_us())}});
     task["finalists"] = std::move(finalists);
+    task["from_earlier_jobs"] = {
+        {"answered_from_records", t.answered_from_records},
+        {"seeded_from_best_known", t.seeded_from_best_known},
+        {"best_from_job", t.best_from_job.empty() ? Json() : Json(t.best_from_job)}};
     // The latest refused trials with why, and how many earlier ones are left out.
     const size_t from =
         t.refused.size() > kRefusedJsonTrials ? t.refused.size() - kRefusedJsonTrials : 0;
@@ -316,7 +384,10 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
               {"state", v1::JobState_Name(job.state())},
               {"chip_type", job.chip_type()},
               {"message", job.message()},
+              {"extend_job_id",
+               job.spec().extend_job_id().empty() ? Json() : Json(job.spec().extend_job_id())},
               {"tasks", std::move(tasks)}};
+  if (IsModelResult(job)) out["model"] = ModelJson(job);  // what the figures are for
   if (IsModelResult(job)) {  // {"estimated", "measured", "baseline": {"name", "measured"}}
     const v1::StepResult& t = job.tokens_per_second();
     Json variants = Json::array();  // every thread arrangement timed; the fastest is the baseline

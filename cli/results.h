@@ -36,6 +36,11 @@ struct TaskSummary {
   std::vector<v1::Finalist> finalists;  // the final rounds, winner first (empty: none)
   std::vector<RefusedTrial> refused;    // in trial order (the composed step's is the job's)
   std::map<std::string, int> refused_by_status;
+  // What came from earlier jobs: TUNE trials answered from their tuning records, the best known
+  // configurations timed again first, and the job that first measured the best ("" if this one).
+  int answered_from_records = 0;
+  int seeded_from_best_known = 0;
+  std::string best_from_job;
 };
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);

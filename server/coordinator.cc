@@ -6,14 +6,53 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
 #include "common/status.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "server/planner/planner.h"
 #include "server/planner/task_scheduler.h"
+#include "server/trial_scheduler.h"
 #include "server/validate.h"
 
 namespace kiln::server {
 namespace {
 
 constexpr size_t kMaxEvents = 256;
+
+// The spec of a job that continues the finished job `old` (JobSpec.extend_job_id): old's own
+// workload, chip and constraints, so that its best configurations apply and the results compare;
+// the request may change only the budget, time limit, priority, seed and strategy.
+absl::StatusOr<v1::JobSpec> ExtendedSpec(const v1::Job& old, const v1::JobSpec& request) {
+  const auto s = old.state();
+  if (s != v1::SUCCEEDED && s != v1::FAILED && s != v1::CANCELLED)
+    return absl::FailedPreconditionError(
+        absl::StrCat("extend_job_id: job ", old.id(), " is ", v1::JobState_Name(s),
+                     "; a job is extended once it has finished (wait for it, or cancel it)"));
+  auto same_work = [](v1::JobSpec spec) {  // what the request may not change
+    for (auto clear :
+         {&v1::JobSpec::clear_budget_trials, &v1::JobSpec::clear_max_seconds,
+          &v1::JobSpec::clear_priority, &v1::JobSpec::clear_seed, &v1::JobSpec::clear_strategy,
+          &v1::JobSpec::clear_owner, &v1::JobSpec::clear_extend_job_id, &v1::JobSpec::clear_arch})
+      (spec.*clear)();
+    return spec;
+  };
+  v1::JobSpec asked = same_work(request);
+  if (asked.ByteSizeLong() > 0) NormalizeJobSpec(&asked, 1);  // defaults as old's were filled
+  if (asked.ByteSizeLong() > 0 && !google::protobuf::util::MessageDifferencer::Equivalent(
+                                      same_work(asked), same_work(old.spec())))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extend_job_id: the job continues ", old.id(),
+        "'s own workload, chip and constraints; leave them out (only the budget, max_seconds, "
+        "priority, seed and strategy may change)"));
+  v1::JobSpec spec = old.spec();
+  spec.clear_arch();  // resolved again at submit
+  spec.set_owner(request.owner());
+  spec.set_extend_job_id(old.id());
+  if (request.budget_trials() > 0) spec.set_budget_trials(request.budget_trials());
+  spec.set_max_seconds(request.max_seconds());
+  spec.set_priority(request.priority());
+  spec.set_seed(request.seed());  // 0: a new one, so that the strategy proposes anew
+  if (!request.strategy().empty()) spec.set_strategy(request.strategy());
+  return spec;
+}
 
 }  // namespace
 
@@ -63,9 +102,26 @@ absl::StatusOr<JobEntry*> Coordinator::GetJobLocked(const std::string& job_id) {
 }
 
 absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
-  RETURN_IF_ERROR(ValidateJobSpec(request));
-  std::lock_guard<std::mutex> lock(mu_);
   v1::JobSpec spec = request;
+  if (!request.extend_job_id().empty()) {  // the finished job's own spec, with the new budget
+    const std::string& from = request.extend_job_id();
+    RETURN_IF_ERROR(ValidateJobId(from, "extend_job_id"));
+    std::lock_guard<std::mutex> lock(mu_);
+    v1::Job old;
+    if (JobEntry* e = FindJobLocked(from)) {
+      old = e->job;
+    } else if (auto stored = StoredJobLocked(from); stored.ok()) {
+      old = *std::move(stored);
+    } else {
+      return absl::Status(stored.status().code(),
+                          stored.status().code() == absl::StatusCode::kNotFound
+                              ? absl::StrCat("extend_job_id: no job ", from, " to extend")
+                              : absl::StrCat("extend_job_id: ", stored.status().message()));
+    }
+    ASSIGN_OR_RETURN(spec, ExtendedSpec(old, request));
+  }
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  std::lock_guard<std::mutex> lock(mu_);
   NormalizeJobSpec(&spec, Entropy());
   std::string id;
   do id = NewId('j', Entropy());
@@ -95,6 +151,7 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   }
   entry->tasks.resize(job.tasks_size());
   entry->next_event_seq = clock_->NowMs() * 1000;
+  job.set_waiting(WaitingForLocked(job));  // said at once: the first event and GetJob carry it
   WriteBatch batch;
   batch.jobs.push_back(job);
   RETURN_IF_ERROR(WriteLocked(batch));  // nothing is kept in memory unless it was stored
@@ -134,6 +191,8 @@ absl::StatusOr<v1::JobState> Coordinator::CancelJob(const std::string& job_id) {
   ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
   if (!job->terminal()) {
     WriteBatch batch;
+    AdoptUnconfirmedBestsLocked(*job);
+    UpdateBestTokensLocked(*job);
     FinishLocked(*job, v1::CANCELLED, "cancelled by request", batch);
     RETURN_IF_ERROR(WriteLocked(batch));
   }
@@ -228,7 +287,9 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   if (job.terminal()) return;
   job.job.set_state(state);
   job.job.set_message(message);
+  job.job.clear_waiting();
   job.job.set_finished_unix_ms(clock_->NowMs());
+  NoteBestFromEarlierJobs(job);
   // Trials not yet run are dropped; late reports for leased ones are answered as stale.
   for (auto it = job.trials.begin(); it != job.trials.end();) {
     if (it->second.state() == v1::PENDING) {

@@ -84,6 +84,9 @@ class Coordinator {
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(const v1::ReportResultsRequest& request,
                                                           const std::string& caller);
   absl::Status ReleaseTrials(const v1::ReleaseTrialsRequest& request, const std::string& caller);
+  // A stopping worker: forgotten at once (memory, ListWorkers and the store) rather than counted
+  // alive until its heartbeats time out; any lease it still holds is requeued. Unknown: OK.
+  absl::Status Deregister(const v1::DeregisterRequest& request, const std::string& caller);
 
   // Periodic housekeeping: lease expiry, time budgets, gauges. Called by a background thread.
   void Tick();
@@ -130,6 +133,14 @@ class Coordinator {
                        const v1::Measurement* best = nullptr);
   void UpdateGaugesLocked();
   bool WorkerAliveLocked(const v1::WorkerInfo& w) const;
+  // Job.waiting for `job` given the live workers: why nothing can run it now, or "" when a live
+  // worker matches (or the job has finished).
+  std::string WaitingForLocked(const v1::Job& job) const;
+  // Recomputes every unfinished job's Job.waiting, with an event for each one that changed.
+  void UpdateWaitingLocked();
+  // A stopped job (time budget, cancel): a best still waiting for its re-measurement is reported
+  // as measured once, so the job's best, its results and its export agree.
+  void AdoptUnconfirmedBestsLocked(JobEntry& job);
   // Writes `batch`; when the store refuses it, every job and worker the batch touched is put
   // back as the store holds it (server/persistence.cc), so memory never runs ahead of the store.
   absl::Status WriteLocked(const WriteBatch& batch);
@@ -169,6 +180,7 @@ class Coordinator {
   // Jobs taken out of memory after a failed write whose store could not be read either; Tick
   // loads them again.
   std::set<std::string> reload_pending_;
+  std::set<std::string> worker_gauge_types_;  // chip types given a kiln_workers gauge
 };
 
 }  // namespace kiln::server

@@ -1,6 +1,9 @@
 #include "server/export.h"
 
 #include <cctype>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,10 +41,51 @@ bool IsIdentifier(const std::string& s) {
   return true;
 }
 
-std::string HowToBuild(const codegen::Kernel& k) {
+// "gemm m=8 n=1024 k=1024 +bias fp32" -> "kiln_gemm_m8_n1024_k1024_bias": the C name of a
+// kernel in an exported library, unique per workload (fp32 is left out, other types are kept).
+std::string SymbolName(const v1::Workload& w) {
+  std::string out = "kiln_";
+  for (char c : codegen::WorkloadKey(w)) {
+    if (c == ' ')
+      out += '_';
+    else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_')
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  const std::string fp32 = "_fp32";
+  if (out.size() > fp32.size() && out.compare(out.size() - fp32.size(), fp32.size(), fp32) == 0)
+    out.resize(out.size() - fp32.size());
+  while (out.find("__") != std::string::npos) out.replace(out.find("__"), 2, "_");
+  return out;
+}
+
+// The #defines that give a CPU kernel's entry points their unique names, so that several
+// kernels link into one program (every operator template but GEMM's exports kiln_op). The
+// template keeps its own names: the worker loads what it compiles by those (kernel_package).
+// GEMM: NAME(M, N, K, A, B, C), NAME_prepack, NAME_prepack_floats; operators: NAME_op(dims,
+// args, params), NAME_op_prepack, NAME_op_prepack_bytes (kiln export wraps them in typed
+// functions named NAME). Empty for a template with another entry.
+std::vector<std::pair<std::string, std::string>> EntryRenames(const codegen::Kernel& k,
+                                                              const std::string& name) {
+  if (k.entry == "kiln_gemm")
+    return {{"kiln_gemm", name},
+            {"kiln_gemm_prepack", name + "_prepack"},
+            {"kiln_gemm_prepack_floats", name + "_prepack_floats"}};
+  if (k.entry == "kiln_op")
+    return {{"kiln_op", name + "_op"},
+            {"kiln_op_prepack", name + "_op_prepack"},
+            {"kiln_op_prepack_bytes", name + "_op_prepack_bytes"}};
+  return {};
+}
+
+std::string HowToBuild(const codegen::Kernel& k, const std::string& entry) {
   if (k.dialect == "cpp")
-    return absl::StrCat("c++ -O3 -march=native -fopenmp -shared -fPIC -o kernel.so FILE; call ",
-                        k.entry, " (extern \"C\"; its arguments in the template's comment below)");
+    return absl::StrCat(
+        "with the other kernels: the CMakeLists.txt and kiln_kernels.h that kiln export writes "
+        "next to this file; alone: c++ -O3 -march=native -shared -fPIC -o kernel.so FILE; call ",
+        entry,
+        " (extern \"C\"; its arguments in the template's comment below, where the entry is "
+        "named ",
+        k.entry, ")");
   if (k.dialect == "cuda") return absl::StrCat("NVRTC or nvcc -cubin; kernel ", k.entry);
   return absl::StrCat("clBuildProgram; kernel ", k.entry);
 }
@@ -57,6 +101,7 @@ absl::StatusOr<v1::ExportKernelsResponse> ExportJobKernels(const v1::Job& job) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.id(), " has not run on any worker yet: no kernel to export"));
   const codegen::ChipTraits traits = codegen::TraitsFromFingerprint(job.chip());
+  std::set<std::string> symbols;
   for (const v1::TaskResult& task : job.tasks()) {
     if (!task.has_best() || task.best().status() != v1::OK) continue;
     ASSIGN_OR_RETURN(const codegen::KernelTemplate* t,
@@ -69,6 +114,13 @@ absl::StatusOr<v1::ExportKernelsResponse> ExportJobKernels(const v1::Job& job) {
           " device, whose kernels are measurements or a model, not code: nothing to export"));
     const std::string key =
         task.workload_key().empty() ? codegen::WorkloadKey(task.workload()) : task.workload_key();
+    // From the workload itself, not the stored key: the name goes into a #define.
+    std::string symbol = SymbolName(task.workload());
+    for (int n = 2; !symbols.insert(symbol).second; ++n)
+      symbol = absl::StrCat(SymbolName(task.workload()), "_v", n);
+    const auto renames = k.dialect == "cpp" ? EntryRenames(k, symbol)
+                                            : std::vector<std::pair<std::string, std::string>>{};
+    const std::string entry = renames.empty() ? k.entry : renames.front().second;
     // Every string from a job, a worker's fingerprint or a template goes into a // comment
     // through CommentSafe: a worker names its own chip, and a newline there would put code of
     // its choosing into a file that a user compiles and loads.
@@ -79,7 +131,7 @@ absl::StatusOr<v1::ExportKernelsResponse> ExportJobKernels(const v1::Job& job) {
         absl::StrFormat("%.3f", task.best().median_us()), " us over ",
         task.best().samples_us_size(), " samples.\n", "// Template ", CommentSafe(t->name()),
         ", configuration ", CommentSafe(codegen::ConfigKey(config), 4096), ".\n",
-        "// Build: ", CommentSafe(HowToBuild(k), 4096), ".\n");
+        "// Build: ", CommentSafe(HowToBuild(k, entry), 4096), ".\n");
     for (const auto& [name, value] : k.defines) {
       if (!IsIdentifier(name))
         return absl::InternalError(absl::StrCat("template ", t->name(), " defines '",
@@ -87,13 +139,21 @@ absl::StatusOr<v1::ExportKernelsResponse> ExportJobKernels(const v1::Job& job) {
                                                 "', not an identifier: nothing exported"));
       absl::StrAppend(&src, "#define ", name, " ", value, "\n");
     }
+    if (!renames.empty())
+      absl::StrAppend(&src, "// The entry points' exported names (unique per kernel):\n");
+    for (const auto& [from, to] : renames) {
+      if (!IsIdentifier(to))
+        return absl::InternalError(absl::StrCat("the kernel name '", ShortQuote(to),
+                                                "' is not an identifier: nothing exported"));
+      absl::StrAppend(&src, "#define ", from, " ", to, "\n");
+    }
     absl::StrAppend(&src, "\n", k.source);
     v1::ExportKernelsResponse::Kernel* e = out.add_kernels();
     e->set_workload_key(key);
     *e->mutable_config() = task.best_config();
     e->set_source(std::move(src));
     e->set_dialect(k.dialect);
-    e->set_entry(k.entry);
+    e->set_entry(entry);
     e->set_file_name(FileName(key, k.dialect));
     *e->mutable_best() = task.best();
   }

@@ -2,8 +2,12 @@
 // restart, time budgets and gauges.
 #include <algorithm>
 #include <map>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/knob_space.h"
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -65,6 +69,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   RETURN_IF_ERROR(WriteLocked(batch));
   workers_[id].info = info;
   if (metrics_) metrics_->WorkerRegistered(chip.chip_type(), info.name());
+  UpdateWaitingLocked();
   UpdateGaugesLocked();
   v1::RegisterResponse out;
   out.set_worker_id(id);
@@ -160,15 +165,7 @@ void Coordinator::Tick() {
     double limit = job->job.spec().max_seconds();
     if (job->job.state() == v1::RUNNING && limit > 0 &&
         now - job->job.started_unix_ms() >= limit * 1000) {
-      // A best still waiting for its re-measurement is reported as measured once.
-      for (const auto& [tid, t] : job->trials) {
-        v1::TaskResult* task = job->job.mutable_tasks(t.task_index());
-        if (t.kind() == v1::TUNE && t.state() == v1::DONE && t.measurement().status() == v1::OK &&
-            (!task->has_best() || t.measurement().median_us() < task->best().median_us())) {
-          *task->mutable_best() = t.measurement();
-          *task->mutable_best_config() = t.config();
-        }
-      }
+      AdoptUnconfirmedBestsLocked(*job);
       bool any = false;
       for (const auto& t : job->job.tasks()) any = any || t.has_best();
       FinishLocked(*job, any ? v1::SUCCEEDED : v1::FAILED,
@@ -180,7 +177,82 @@ void Coordinator::Tick() {
   WriteLocked(batch).IgnoreError();
   RetryReloadsLocked();
   PurgeLostWorkersLocked();
+  UpdateWaitingLocked();  // workers fall silent without any call to notice it
   UpdateGaugesLocked();
+}
+
+void Coordinator::AdoptUnconfirmedBestsLocked(JobEntry& job) {
+  // A configuration whose re-measurement came back was judged then (confirmed or demoted).
+  std::set<std::pair<int, std::string>> judged;
+  for (const auto& [tid, t] : job.trials)
+    if (t.kind() == v1::REMEASURE && t.state() == v1::DONE)
+      judged.insert({t.task_index(), codegen::ConfigKey(codegen::FromProto(t.config()))});
+  for (const auto& [tid, t] : job.trials) {
+    v1::TaskResult* task = job.job.mutable_tasks(t.task_index());
+    if (t.kind() == v1::TUNE && t.state() == v1::DONE && t.measurement().status() == v1::OK &&
+        !judged.count({t.task_index(), codegen::ConfigKey(codegen::FromProto(t.config()))}) &&
+        (!task->has_best() || t.measurement().median_us() < task->best().median_us())) {
+      *task->mutable_best() = t.measurement();
+      *task->mutable_best_config() = t.config();
+    }
+  }
+}
+
+std::string Coordinator::WaitingForLocked(const v1::Job& job) const {
+  if (job.state() != v1::QUEUED && job.state() != v1::RUNNING) return "";
+  const std::string& prefix = job.spec().chip();
+  std::set<std::string> live;
+  for (const auto& [id, w] : workers_) {
+    if (!WorkerAliveLocked(w.info)) continue;
+    const std::string& label = w.info.chip().chip_type();
+    // The same match LeaseTrials makes: the spec's prefix, then the type the job is bound to.
+    if (absl::StartsWith(label, prefix) && (job.chip_type().empty() || job.chip_type() == label))
+      return "";
+    live.insert(label);
+  }
+  std::string out = job.chip_type().empty()
+                        ? absl::StrCat("no live worker matches chip '", prefix, "'")
+                        : absl::StrCat("no live worker of chip type '", job.chip_type(),
+                                       "' (the job is bound to it)");
+  if (live.empty()) return out + "; no worker is live";
+  return absl::StrCat(out, "; live: ", absl::StrJoin(live, ", "));
+}
+
+void Coordinator::UpdateWaitingLocked() {
+  for (auto& [id, job] : jobs_) {
+    if (job->terminal() && job->job.waiting().empty()) continue;
+    std::string waiting = WaitingForLocked(job->job);
+    if (waiting == job->job.waiting()) continue;
+    job->job.set_waiting(waiting);
+    PushEventLocked(*job, v1::JobEvent::STATE);
+  }
+}
+
+absl::Status Coordinator::Deregister(const v1::DeregisterRequest& request,
+                                     const std::string& caller) {
+  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!workers_.count(request.worker_id())) return absl::OkStatus();  // already forgotten
+  // Another credential must not make a live worker vanish (its leases would be requeued).
+  RETURN_IF_ERROR(OwnWorkerLocked(request.worker_id(), caller).status());
+  WriteBatch batch;
+  for (auto& [jid, job] : jobs_) {
+    if (job->terminal()) continue;
+    for (auto& [tid, t] : job->trials) {
+      if (t.state() != v1::LEASED || t.worker_id() != request.worker_id()) continue;
+      t.set_state(v1::PENDING);  // as ReleaseTrials: the next attempt goes to another worker
+      t.set_attempt(t.attempt() + 1);
+      t.clear_worker_id();
+      batch.trials.push_back(t);
+    }
+  }
+  batch.removed_workers.push_back(request.worker_id());
+  RETURN_IF_ERROR(WriteLocked(batch));
+  workers_.erase(request.worker_id());
+  UpdateWaitingLocked();
+  UpdateGaugesLocked();
+  work_cv_.notify_all();
+  return absl::OkStatus();
 }
 
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
@@ -216,7 +288,13 @@ void Coordinator::UpdateGaugesLocked() {
   for (const auto& [state, n] : jobs_by_state) metrics_->SetJobs(state, n);
   for (const auto& [label, n] : queue) metrics_->SetQueueDepth(label, n);
   std::map<std::pair<std::string, std::string>, double> workers;
+  // A chip type whose last worker deregistered (or was purged) reads 0, not its last count.
+  for (const std::string& type : worker_gauge_types_) {
+    workers[{type, "alive"}] = 0;
+    workers[{type, "lost"}] = 0;
+  }
   for (const auto& [id, w] : workers_) {
+    worker_gauge_types_.insert(w.info.chip().chip_type());
     workers[{w.info.chip().chip_type(), "alive"}] += 0;
     workers[{w.info.chip().chip_type(), "lost"}] += 0;
     workers[{w.info.chip().chip_type(), WorkerAliveLocked(w.info) ? "alive" : "lost"}]++;
@@ -240,6 +318,7 @@ absl::Status Coordinator::Recover() {
                      LoadJobEntryLocked(std::move(stored), now, nullptr));
     AdoptJobLocked(std::move(entry));
   }
+  UpdateWaitingLocked();
   UpdateGaugesLocked();
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct TaskState {
   // starts.
   std::vector<codegen::Config> starts;
   bool starts_loaded = false;
+  // Config keys (codegen::ConfigKey) of the starts that are the best known configurations of
+  // earlier jobs: measured again as fresh TUNE trials, never answered from their records.
+  std::set<std::string> remeasure;
+  // Config key -> the earlier job that measured it, for the starts above and the proposals
+  // answered from the store: the job the final best came from (TaskResult.best_from_job).
+  std::map<std::string, std::string> earlier_job;
   bool finals_started = false;  // its final rounds were created (or it had too few contenders)
 };
 

@@ -6,6 +6,7 @@
 #include "server/auth.h"
 #include "server/export.h"
 #include "server/grpc_status.h"
+#include "server/validate.h"
 
 namespace kiln::server {
 namespace {
@@ -70,6 +71,11 @@ grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::Su
   return Serve(ctx, auth_, metrics_, Access::kTuning, "SubmitJob", [&] {
     v1::JobSpec spec = req->spec();
     spec.set_owner(ctx ? CallerOf(*ctx).name : "");  // never what the client claims
+    // Extending a job reads its spec and results: only who may see that job.
+    if (!spec.extend_job_id().empty()) {
+      RETURN_IF_ERROR(ValidateJobId(spec.extend_job_id(), "extend_job_id"));
+      RETURN_IF_ERROR(CheckOwner(ctx, spec.extend_job_id()));
+    }
     return Assign(core_->SubmitJob(spec), resp->mutable_job_id());
   });
 }
@@ -239,6 +245,13 @@ grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext* ctx,
                                               v1::ReleaseTrialsResponse*) {
   return Serve(ctx, auth_, metrics_, Access::kWorkerService, "ReleaseTrials",
                [&] { return core_->ReleaseTrials(*req, WorkerCaller(ctx)); });
+}
+
+grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
+                                           const v1::DeregisterRequest* req,
+                                           v1::DeregisterResponse*) {
+  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Deregister",
+               [&] { return core_->Deregister(*req, WorkerCaller(ctx)); });
 }
 
 }  // namespace kiln::server

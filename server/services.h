@@ -77,6 +77,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                              v1::ReportResultsResponse*) override;
   grpc::Status ReleaseTrials(grpc::ServerContext*, const v1::ReleaseTrialsRequest*,
                              v1::ReleaseTrialsResponse*) override;
+  grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*,
+                          v1::DeregisterResponse*) override;
 
  private:
   Coordinator* core_;

@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "codegen/knob_space.h"  // SafeDefaultConfig
 #include "codegen/kernel_template.h"
+#include "codegen/knob_constraints.h"
+#include "codegen/knob_space.h"  // SafeDefaultConfig
 #include "common/status.h"
 #include "server/coordinator.h"
 #include "server/final_rounds.h"
@@ -25,11 +27,12 @@ constexpr int kMaxCachedPerCall = 256;
 
 }  // namespace
 
-std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool model) {
+std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool model,
+                                             std::vector<codegen::Config> first) {
   const v1::Workload& w = job.job.tasks(task).workload();
   auto space = codegen::SpaceFor(w, job.job.chip());
   if (!space.ok()) return {};
-  std::vector<codegen::Config> candidates;
+  std::vector<codegen::Config> candidates = std::move(first);
   if (model) candidates.push_back(codegen::SafeDefaultConfig(*space));
   auto tmpl = codegen::FindTemplate(w, job.job.chip().kind());
   if (tmpl.ok()) {
@@ -39,13 +42,44 @@ std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool
   std::vector<codegen::Config> out;
   for (const auto& c : candidates) {
     bool ok = !c.empty() && space->IsValid(c) && std::find(out.begin(), out.end(), c) == out.end();
-    for (const auto& [knob, value] : job.job.spec().pin()) {
-      auto it = c.find(knob);
-      ok = ok && it != c.end() && it->second == value;
-    }
+    ok = ok && codegen::MeetsKnobConstraints(job.job.spec(), c);  // pin, exclude, range
     if (ok) out.push_back(c);
   }
   return out;
+}
+
+std::vector<BestKnown> BestKnownConfigs(const JobEntry& job, int task, const v1::Job* extended,
+                                        const std::vector<v1::TuningRecord>& top) {
+  const std::string& key = job.job.tasks(task).workload_key();
+  std::vector<BestKnown> out;
+  auto add = [&](const v1::Config& proto, const std::string& from) {
+    codegen::Config config = codegen::FromProto(proto);
+    if (config.empty() || from == job.job.id()) return;
+    for (const BestKnown& b : out)
+      if (b.config == config) return;
+    out.push_back({std::move(config), from});
+  };
+  if (extended)
+    for (const v1::TaskResult& t : extended->tasks()) {
+      if (t.workload_key() != key) continue;
+      if (t.has_best())
+        add(t.best_config(), t.best_from_job().empty() ? extended->id() : t.best_from_job());
+      for (const v1::Finalist& f : t.finalists())
+        if (!f.failed()) add(f.config(), extended->id());
+    }
+  for (const v1::TuningRecord& r : top)
+    if (r.workload_key() == key && r.measurement().status() == v1::OK) add(r.config(), r.job_id());
+  return out;
+}
+
+void NoteBestFromEarlierJobs(JobEntry& job) {
+  for (size_t i = 0; i < job.tasks.size() && static_cast<int>(i) < job.job.tasks_size(); ++i) {
+    v1::TaskResult* task = job.job.mutable_tasks(i);
+    if (!task->has_best()) continue;
+    const auto& earlier = job.tasks[i].earlier_job;
+    auto it = earlier.find(codegen::ConfigKey(codegen::FromProto(task->best_config())));
+    if (it != earlier.end()) task->set_best_from_job(it->second);
+  }
 }
 
 const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
@@ -65,12 +99,12 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     const v1::Workload& w = job.job.tasks(i).workload();
     ASSIGN_OR_RETURN(codegen::KnobSpace space, codegen::SpaceFor(w, chip));
-    for (const auto& [knob, value] : job.job.spec().pin()) {
-      if (IsModelJob(job.job.spec()) && !space.FindKnob(knob)) continue;  // another op's knob
-      RETURN_IF_ERROR(space.Pin(knob, value));
-    }
+    // The human constraints (pin, exclude, range); a model job's name other operators' knobs too.
+    RETURN_IF_ERROR(
+        codegen::ApplyKnobConstraints(job.job.spec(), IsModelJob(job.job.spec()), &space));
     if (space.EnumerateValid(1).empty() && space.CartesianSize() < (1u << 22))
-      return absl::InvalidArgumentError("no valid configuration is left after the pins");
+      return absl::InvalidArgumentError(
+          "no valid configuration is left after the pins, exclusions and ranges");
     agent::StrategyContext ctx;
     ctx.space = std::move(space);
     ctx.workload = w;
@@ -169,13 +203,47 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
       task.starts_loaded = true;
-      if (task.proposed == 0) task.starts = StartingConfigs(job, pick, model);
+      if (task.proposed == 0) {
+        // What earlier jobs know of this workload on this chip type goes first: the job this one
+        // extends, then the store's fastest records (only as far as they pass the same checks).
+        std::optional<v1::Job> extended;
+        if (const std::string& from = job.job.spec().extend_job_id(); !from.empty()) {
+          if (JobEntry* e = FindJobLocked(from)) {
+            extended = e->job;
+          } else if (auto stored = StoredJobLocked(from); stored.ok()) {
+            extended = *std::move(stored);
+          }
+        }
+        auto top = store_->TopRecords(job.job.tasks(pick).workload_key(), chip_type,
+                                      4 * kBestKnownConfigs);
+        const std::vector<BestKnown> known =
+            BestKnownConfigs(job, pick, extended ? &*extended : nullptr,
+                             top.ok() ? *top : std::vector<v1::TuningRecord>());
+        std::vector<codegen::Config> all;
+        for (const BestKnown& b : known) all.push_back(b.config);
+        const std::vector<codegen::Config> valid = StartingConfigs(job, pick, model, all);
+        // At most half the budget: the rest goes to configurations not measured before.
+        const size_t cap = std::max(1, std::min(kBestKnownConfigs, job.Budget(pick) / 2));
+        std::vector<codegen::Config> first;
+        for (const BestKnown& b : known) {
+          if (first.size() >= cap) break;
+          if (std::find(valid.begin(), valid.end(), b.config) == valid.end()) continue;
+          first.push_back(b.config);
+          task.remeasure.insert(codegen::ConfigKey(b.config));
+          task.earlier_job[codegen::ConfigKey(b.config)] = b.job_id;
+        }
+        task.starts = StartingConfigs(job, pick, model, std::move(first));
+      }
     }
     std::vector<codegen::Config> configs;
-    if (!task.starts.empty()) {  // the template's own suggestions go first
+    // Earlier jobs' best known configurations, then the template's own suggestions go first;
+    // `again`: one of the former, measured again.
+    bool again = false;
+    if (!task.starts.empty()) {
       configs = {task.starts.front()};
       task.starts.erase(task.starts.begin());
       task.strategy->Exclude(configs[0]);
+      again = task.remeasure.erase(codegen::ConfigKey(configs[0])) > 0;
     } else {
       auto propose_start = std::chrono::steady_clock::now();
       configs = task.strategy->Propose(1);
@@ -188,11 +256,22 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     task.proposed++;
     v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);
     *trial.mutable_config() = codegen::ToProto(configs[0]);
+    v1::TaskResult* result = job.job.mutable_tasks(pick);
+    // Timed again on this machine, not answered from its record: a record's figure may have been
+    // a lucky run, and the task's best must hold against the best known one timed here and now.
+    if (again) {
+      result->set_trials_from_earlier_jobs(result->trials_from_earlier_jobs() + 1);
+      return &trial;
+    }
     auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type,
                                      codegen::ConfigKey(configs[0]));
     // Only a record of the kernel the template renders today (see TuningRecord.kernel_digest).
     if (record.ok() && record->has_value() && ReusableStatus((*record)->measurement().status()) &&
         (*record)->kernel_digest() == KernelDigest(job, pick, configs[0])) {
+      if ((*record)->job_id() != job.job.id()) {
+        result->set_trials_from_earlier_jobs(result->trials_from_earlier_jobs() + 1);
+        task.earlier_job.emplace(codegen::ConfigKey(configs[0]), (*record)->job_id());
+      }
       v1::Measurement m = (*record)->measurement();
       m.set_from_cache(true);
       ApplyResultLocked(job, trial, m, "kiln", batch);

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/strategy.h"
 #include "codegen/kernel_template.h"
+#include "codegen/knob_constraints.h"
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "common/text.h"
@@ -83,6 +85,20 @@ absl::Status CheckJobSpecSizes(const v1::JobSpec& spec) {
                                                    " bytes (1 MiB), got ",
                                                    spec.hf_config_json().size()));
   RETURN_IF_ERROR(CheckKeys("pin", spec.pin(), kMaxKnobs));
+  for (const char* field : {"exclude", "range"}) {
+    const size_t n = field[0] == 'e' ? spec.exclude_size() : spec.range_size();
+    if (n > static_cast<size_t>(kMaxKnobs))
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": at most ", kMaxKnobs, " entries, got ", n));
+  }
+  for (const auto& [knob, values] : spec.exclude()) {
+    RETURN_IF_ERROR(CheckLabel("exclude", knob, kMaxKeyChars));
+    if (values.values_size() > kMaxExcludedValues)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "exclude: at most ", kMaxExcludedValues, " values per knob, got ", values.values_size()));
+  }
+  for (const auto& [knob, range] : spec.range())
+    RETURN_IF_ERROR(CheckLabel("range", knob, kMaxKeyChars));
   if (spec.has_workload()) RETURN_IF_ERROR(CheckWorkloadSizes("workload", spec.workload()));
   return absl::OkStatus();
 }
@@ -132,16 +148,33 @@ absl::Status ValidateModelJobSpec(const v1::JobSpec& spec) {
   RETURN_IF_ERROR(ValidateCommon(spec));
   const std::string kind = spec.chip().substr(0, spec.chip().find('-'));
   bool pinned_somewhere = spec.pin().empty();
+  // Every knob of an exclude or range must be some operator's (a misspelt one would be ignored).
+  std::map<std::string, bool> constrained_somewhere;
+  for (const auto& [knob, values] : spec.exclude()) constrained_somewhere[knob] = false;
+  for (const auto& [knob, range] : spec.range()) constrained_somewhere[knob] = false;
+  bool templates_known = false;
   for (const PlannedTask& t : plan.tasks) {
     auto tmpl = codegen::FindTemplate(t.workload, kind);
     if (tmpl.status().code() == absl::StatusCode::kNotFound)
       return absl::InvalidArgumentError(absl::StrCat("model: ", tmpl.status().message()));
     if (!tmpl.ok()) continue;
+    templates_known = true;
     for (const auto& [knob, value] : spec.pin())
       pinned_somewhere |= SomeChipHasKnob(**tmpl, t.workload, knob);
+    for (auto& [knob, found] : constrained_somewhere)
+      found = found || SomeChipHasKnob(**tmpl, t.workload, knob);
+    // Values: each operator that has a constrained knob must be left a configuration.
+    RETURN_IF_ERROR(codegen::CheckKnobConstraints(spec, t.workload, **tmpl,
+                                                  codegen::ConstraintNaming::kFields,
+                                                  /*skip_absent_knobs=*/true));
   }
   if (!pinned_somewhere)
     return absl::InvalidArgumentError("pin: no operator of the model has the pinned knobs");
+  for (const auto& [knob, found] : constrained_somewhere)
+    if (templates_known && !found)
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.exclude().count(knob) ? "exclude" : "range",
+                       ": no operator of the model has knob ", ShortQuote(knob)));
   return absl::OkStatus();
 }
 
@@ -193,6 +226,10 @@ absl::Status ValidateCommon(const v1::JobSpec& spec) {
             absl::StrCat("pin: ", codegen::OpName(spec.workload().op()), " on ", kind,
                          " has no knob ", ShortQuote(knob)));
     }
+    // The values too (pin, exclude, range), so that a job is refused at once, naming the rule,
+    // rather than failing when it is bound to a chip.
+    RETURN_IF_ERROR(codegen::CheckKnobConstraints(spec, spec.workload(), **tmpl,
+                                                  codegen::ConstraintNaming::kFields));
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@ inline constexpr size_t kMaxKeyChars = 64;           // knob and dimension names
 inline constexpr size_t kMaxSourceHashChars = 128;   // a reported kernel source hash
 inline constexpr size_t kMaxToolchainChars = 1024;   // a reported compiler and its flags
 inline constexpr int kMaxKnobs = 64;                 // entries of a pin map or a config
+inline constexpr int kMaxExcludedValues = 1024;      // values of one knob in JobSpec.exclude
 inline constexpr int kMaxDims = 16;                  // a workload's named dimensions
 inline constexpr int kMaxIsaFeatures = 1024;         // x86 /proc/cpuinfo lists about 150
 inline constexpr int kMaxReplayKnobs = 64;

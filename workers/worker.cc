@@ -89,6 +89,7 @@ class WorkerImpl final : public Worker {
     std::thread runner([this] { RunnerLoop(); });
     io.run();
     runner.join();
+    Deregister();
     Log("stopped");
     return absl::OkStatus();
   }
@@ -261,6 +262,20 @@ class WorkerImpl final : public Worker {
     v1::ReleaseTrialsResponse out;
     auto ctx = Ctx(5);
     stub_->ReleaseTrials(ctx.get(), req, &out);
+  }
+
+  // After the runner has handed back its leases: tells the coordinator this worker is gone, so
+  // it stops counting it alive (and jobs for its chip say they wait) at once, not after the
+  // heartbeat timeout. Best effort: if it fails, the heartbeats' silence says the same later.
+  void Deregister() {
+    std::string id = WorkerId();
+    if (id.empty()) return;
+    v1::DeregisterRequest req;
+    req.set_worker_id(id);
+    v1::DeregisterResponse out;
+    auto ctx = Ctx(3);
+    grpc::Status s = stub_->Deregister(ctx.get(), req, &out);
+    if (!s.ok()) Log("could not deregister (" + s.error_message() + "); it will be seen as lost");
   }
 
   void RunAndReport(const v1::Trial& trial) {

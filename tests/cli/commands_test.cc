@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/knobs.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -113,6 +114,17 @@ class FakeTuning final : public v1::TuningService::Service {
     k->mutable_best()->add_samples_us(12.5);
     return grpc::Status::OK;
   }
+  // The tuning database: `records`, fastest first, of the chip type asked (exact; "" = any).
+  std::vector<v1::TuningRecord> records;
+  grpc::Status LookupBest(grpc::ServerContext*, const v1::LookupBestRequest* req,
+                          v1::LookupBestResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& r : records)
+      if ((req->chip_type().empty() || r.chip_type() == req->chip_type()) &&
+          resp->records_size() < req->k())
+        *resp->add_records() = r;
+    return grpc::Status::OK;
+  }
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
                            v1::ListWorkersResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -207,7 +219,7 @@ TEST_F(CommandsTest, SubmitPrintsTheJobId) {
 TEST_F(CommandsTest, ServerErrorsPrintCodeAndMessage) {
   std::vector<std::string> args = kSubmit;
   args[6] = "tpu";
-  EXPECT_EQ(Run(args), 1);
+  EXPECT_EQ(Run(args), 2);  // refused as malformed: a usage error, as kiln's own refusals
   EXPECT_EQ(err_.str(), "kiln: INVALID_ARGUMENT: chip: no worker has a chip type 'tpu*'\n");
   EXPECT_EQ(Run({"results", "nope"}), 1);
   EXPECT_EQ(err_.str(), "kiln: NOT_FOUND: job: no job nope\n");
@@ -224,9 +236,16 @@ TEST_F(CommandsTest, SubmitWaitShowsProgressThenResults) {
   EXPECT_THAT(out_.str(), HasSubstr("job job-1  SUCCEEDED  chip cpu-x86_64-avx2"));
   EXPECT_THAT(out_.str(), HasSubstr("best config: MR=4"));
 
+  // --wait --json prints the results object, as tune --local --json and results --json do.
   fake_.job = MakeJob(v1::QUEUED, 0);
   EXPECT_EQ(Run(With(kSubmit, {"--wait", "--json"})), 0);
-  EXPECT_EQ(out_.str(), "{\"job_id\":\"job-1\"}\n");
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok()) << out_.str();
+  EXPECT_EQ(parsed.fields().at("job_id").string_value(), "job-1");
+  EXPECT_TRUE(parsed.fields().count("tasks")) << out_.str();
+  const std::string waited = out_.str();
+  EXPECT_EQ(Run({"results", "job-1", "--json"}), 0);
+  EXPECT_EQ(waited, out_.str());
 }
 
 TEST_F(CommandsTest, SubmitWaitExitsOneWhenTheJobFails) {
@@ -332,6 +351,128 @@ TEST_F(CommandsTest, ExportWritesSourcesAndManifestAllOrNothing) {
   EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND"));
   EXPECT_FALSE(std::filesystem::exists(dir + "-2"));
   std::filesystem::remove_all(dir);
+}
+
+v1::TuningRecord Record(const std::string& chip_type, double median_us, const std::string& job) {
+  v1::TuningRecord r;
+  r.set_workload_key("gemm m=8 n=64 k=64 fp32");
+  r.mutable_workload()->set_op(v1::GEMM);
+  (*r.mutable_workload()->mutable_dims())["M"] = 8;
+  (*r.mutable_workload()->mutable_dims())["N"] = 64;
+  (*r.mutable_workload()->mutable_dims())["K"] = 64;
+  r.mutable_workload()->set_dtype(v1::FP32);
+  r.set_chip_type(chip_type);
+  r.mutable_chip()->set_model("Test CPU");
+  (*r.mutable_config()->mutable_knobs())["NB"] = 64;
+  r.set_config_key("NB=64");
+  r.mutable_measurement()->set_status(v1::OK);
+  r.mutable_measurement()->set_median_us(median_us);
+  r.mutable_measurement()->set_gflops(8.0 * 64 * 64 * 2 / (median_us * 1e3));
+  r.set_job_id(job);
+  return r;
+}
+
+const std::vector<std::string> kBest = {"--op",          "gemm",   "--shape",
+                                        "M=8,N=64,K=64", "--chip", "cpu"};
+
+TEST_F(CommandsTest, BestPrintsTheBestKnownKernelOfTheChipPrefix) {
+  fake_.records = {Record("sim-systolic-128x128", 1.0, "job-7"),
+                   Record("cpu-x86_64-avx2", 12.5, "job-1"),
+                   Record("cpu-x86_64-avx512", 20.0, "job-2")};
+  EXPECT_EQ(Run(With({"best"}, kBest)), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("best known kernel of gemm m=8 n=64 k=64 fp32 on chip 'cpu'"));
+  EXPECT_THAT(out_.str(), HasSubstr("chip type  cpu-x86_64-avx2 (Test CPU)"));
+  EXPECT_THAT(out_.str(), HasSubstr("median     12.50 µs"));
+  EXPECT_THAT(out_.str(), HasSubstr("GFLOP/s    5.2"));
+  EXPECT_THAT(out_.str(), HasSubstr("job        job-1"));
+  EXPECT_THAT(out_.str(), HasSubstr("config     NB=64"));
+  EXPECT_THAT(out_.str(), HasSubstr("cpu-x86_64-avx512"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("sim-systolic")));  // another prefix
+  EXPECT_EQ(Run(With({"best", "--json"}, kBest)), 0);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &parsed).ok()) << out_.str();
+  const auto& best = parsed.fields().at("best").struct_value().fields();
+  EXPECT_EQ(best.at("job_id").string_value(), "job-1");
+  EXPECT_EQ(best.at("median_us").number_value(), 12.5);
+  EXPECT_EQ(best.at("config").struct_value().fields().at("NB").number_value(), 64);
+  EXPECT_EQ(parsed.fields().at("by_chip_type").list_value().values_size(), 2);
+  // None known on the prefix: a clear message and exit 1 (JSON with "best": null).
+  std::vector<std::string> opencl = With({"best"}, kBest);
+  opencl.back() = "opencl";
+  EXPECT_EQ(Run(opencl), 1);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_THAT(err_.str(), HasSubstr("no kernel of gemm m=8 n=64 k=64 fp32 is known on a chip "
+                                    "type starting with 'opencl'"));
+  EXPECT_EQ(Run(With(opencl, {"--json"})), 1);
+  EXPECT_THAT(out_.str(), HasSubstr("\"best\":null"));
+}
+
+TEST_F(CommandsTest, ExportBestExportsTheBestKnownKernelWithoutAJobId) {
+  fake_.records = {Record("cpu-x86_64-avx2", 12.5, "job-1")};
+  const std::string dir = ::testing::TempDir() + "/kiln-export-best-" + std::to_string(port_);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(Run(With({"export", "--best", "--out", dir}, kBest)), 0) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("best known kernel of gemm m=8 n=64 k=64 fp32: 12.50 µs on "
+                                    "cpu-x86_64-avx2, from job job-1"));
+  EXPECT_THAT(out_.str(), HasSubstr("exported 1 kernel of job job-1"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/gemm_m8_n64_k64_fp32.cc"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/manifest.json"));
+  std::filesystem::remove_all(dir);
+  fake_.records.clear();
+  EXPECT_EQ(Run(With({"export", "--best", "--out", dir}, kBest)), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("no kernel of gemm m=8 n=64 k=64 fp32 is known"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// kiln knobs runs offline, from the templates: knobs, domains, the rules in words.
+TEST(KnobsTest, ListsTheKnobsDomainsAndRules) {
+  auto run = [](std::vector<std::string> args, std::string* out, std::string* err) {
+    Invocation inv;
+    absl::Status parsed = ParseCommandLine(args, nullptr, &inv);
+    EXPECT_TRUE(parsed.ok()) << parsed;
+    std::ostringstream o, e;
+    Io io{o, e, false, [] { return int64_t{0}; }};
+    int rc = RunKnobs(inv, io);
+    *out = o.str();
+    *err = e.str();
+    return rc;
+  };
+  std::string out, err;
+  ASSERT_EQ(
+      run({"knobs", "--op", "gemm", "--shape", "M=8,N=4096,K=4096", "--chip", "cpu-x86_64-avx2"},
+          &out, &err),
+      0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("gemm m=8 n=4096 k=4096 fp32 on cpu-x86_64-avx2: template"));
+  EXPECT_THAT(out, HasSubstr("assuming a AVX2 (8 fp32 lanes, 16 vector registers)"));
+  EXPECT_THAT(out, HasSubstr("MR          1, 2, 3, 4, 6, 8, 12, 14"));
+  EXPECT_THAT(out, HasSubstr("register-tile rows of C"));
+  EXPECT_THAT(out, HasSubstr("NR % 8 == 0 (NR is whole 8-lane SIMD vectors)"));
+  EXPECT_THAT(out, HasSubstr("--exclude KNOB=V1,V2"));
+  ASSERT_EQ(run({"knobs", "--op", "gemm", "--shape", "M=8,N=64,K=64", "--chip", "cpu", "--json"},
+                &out, &err),
+            0);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &parsed).ok()) << out;
+  const auto& knobs = parsed.fields().at("knobs").list_value();
+  ASSERT_GT(knobs.values_size(), 0);
+  EXPECT_EQ(knobs.values(0).struct_value().fields().at("name").string_value(), "MR");
+  EXPECT_GT(parsed.fields().at("constraints").list_value().values_size(), 0);
+  EXPECT_GT(parsed.fields().at("valid").number_value(), 0);  // a small space is counted
+  // With constraints: the domains they leave (checked as submit checks them).
+  ASSERT_EQ(
+      run({"knobs", "--op", "gemm", "--shape", "M=8,N=4096,K=4096", "--chip", "cpu-x86_64-avx2",
+           "--pin", "MR=4", "--range", "NR=16..32", "--exclude", "UNROLL=1"},
+          &out, &err),
+      0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("\nMR          4  "));
+  EXPECT_THAT(out, HasSubstr("\nNR          16, 32  "));
+  EXPECT_THAT(out, HasSubstr("\nUNROLL      2, 4, 8  "));
+  EXPECT_THAT(out, HasSubstr("those --pin, --exclude and --range leave"));
+  EXPECT_EQ(run({"knobs", "--op", "gemm", "--shape", "M=8,N=64,K=64", "--chip", "tpu"}, &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("no kernel templates for chip kind 'tpu'"));
 }
 
 TEST_F(CommandsTest, UnreachableCoordinatorGetsAHelpfulMessage) {

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -235,6 +236,110 @@ TEST(FlagsTest, TuneNeedsLocalAndTakesDataDir) {
   no_local.insert(no_local.end(), kGemm.begin(), kGemm.end());
   EXPECT_THAT(Error(no_local), HasSubstr("needs --local"));
   EXPECT_THAT(Error({"submit", "--local"}), HasSubstr("--local does not apply"));
+}
+
+// --pin, --exclude and --range are checked against the operator's knob space at once (a usage
+// error naming the rule), as the coordinator checks them again (server_validate_test).
+TEST(FlagsTest, KnobConstraintsAreCheckedAgainstTheSpace) {
+  Invocation inv;
+  ASSERT_TRUE(
+      Parse(Submit({"--pin", "MR=8", "--exclude", "PACK=0", "--exclude", "UNROLL=1,2", "--exclude",
+                    "UNROLL=2,8", "--range", "KC=128..512", "--range", "NC=..2048"}),
+            &inv)
+          .ok());
+  EXPECT_THAT(inv.spec.exclude().at("UNROLL").values(), ::testing::ElementsAre(1, 2, 8));
+  EXPECT_EQ(inv.spec.range().at("KC").lo(), 128);
+  EXPECT_EQ(inv.spec.range().at("KC").hi(), 512);
+  EXPECT_EQ(inv.spec.range().at("NC").lo(), INT64_MIN);
+  EXPECT_EQ(inv.spec.range().at("NC").hi(), 2048);
+  EXPECT_EQ(Error(Submit({"--pin", "MR=7"})),
+            "--pin MR=7: MR takes 1, 2, 3, 4, 6, 8, 12, 14 (gemm on cpu)");
+  EXPECT_THAT(Error(Submit({"--pin", "NOPE=1"})),
+              HasSubstr("--pin NOPE=1: gemm on cpu has no knob NOPE (knobs: "));
+  EXPECT_THAT(Error(Submit({"--exclude", "MR=7"})),
+              HasSubstr("--exclude MR=7: 7 is not a value; MR takes 1, 2"));
+  EXPECT_THAT(Error(Submit({"--exclude", "PACK=0,1"})),
+              HasSubstr("--exclude PACK=0,1: leaves PACK no value"));
+  EXPECT_THAT(Error(Submit({"--range", "MR=20..30"})),
+              HasSubstr("--range MR=20..30: no value lies in 20..30; MR takes"));
+  EXPECT_THAT(Error(Submit({"--range", "MR=8..2"})), HasSubstr("LO must not exceed HI"));
+  EXPECT_THAT(Error(Submit({"--range", "MR=20.."})),
+              HasSubstr("--range MR=20..: no value lies in 20..; MR takes"));
+  EXPECT_THAT(Error(Submit({"--range", "MR=1-4"})), HasSubstr("expected KNOB=LO..HI"));
+  EXPECT_THAT(Error(Submit({"--range", "MR=1..4", "--range", "MR=2..4"})),
+              HasSubstr("given twice"));
+  EXPECT_THAT(Error(Submit({"--exclude", "MR"})), HasSubstr("expected KNOB=V1,V2"));
+  EXPECT_THAT(Error(Submit({"--pin", "MR=4", "--exclude", "MR=4"})), HasSubstr("contradict"));
+  EXPECT_THAT(Error(Submit({"--pin", "MR=4", "--range", "MR=6..8"})),
+              HasSubstr("--pin MR=4 lies outside --range MR=6..8"));
+  // Each value exists, but no configuration obeys every rule together: 8x64 accumulators do not
+  // fit in the vector registers of any width; the rule is named.
+  EXPECT_THAT(Error(Submit({"--pin", "MR=8", "--pin", "NR=64"})),
+              HasSubstr("no configuration of gemm on cpu satisfies them (MR*NR/"));
+  // A thread count is a value of some chip (one with that many cores); a label that names the
+  // vector width narrows the check to it: NR=8 is not whole 16-lane vectors.
+  EXPECT_TRUE(Parse(Submit({"--pin", "NT=6"}), &inv).ok());
+  EXPECT_TRUE(Parse(Submit({"--pin", "NR=8"}), &inv).ok());
+  std::vector<std::string> avx512 = Submit({"--pin", "NR=8"});
+  avx512[6] = "cpu-x86_64-avx512";
+  EXPECT_THAT(Error(avx512), HasSubstr("no configuration of gemm on cpu satisfies them (NR % 16"));
+  // Model jobs name several operators' knobs: the coordinator checks them.
+  Invocation model;
+  EXPECT_TRUE(
+      Parse({"submit", "--model", "tinyllama-1.1b", "--chip", "cpu", "--exclude", "VEC=4"}, &model)
+          .ok());
+  EXPECT_EQ(model.spec.exclude().at("VEC").values_size(), 1);
+}
+
+// One cap on --budget: the coordinator's (kMaxBudgetTrials), as the user guide says.
+TEST(FlagsTest, BudgetCapIsTheCoordinators) {
+  Invocation inv;
+  EXPECT_TRUE(Parse(Submit({"--budget", "100000"}), &inv).ok());
+  EXPECT_THAT(Error(Submit({"--budget", "100001"})), HasSubstr("1..100000"));
+}
+
+TEST(FlagsTest, KnobsBestAndExportBestNameAWorkloadAndAChip) {
+  Invocation inv;
+  ASSERT_TRUE(
+      Parse({"knobs", "--op", "gemm", "--shape", "M=8,N=4096,K=4096", "--chip", "cpu", "--json"},
+            &inv)
+          .ok());
+  EXPECT_EQ(inv.command, "knobs");
+  EXPECT_TRUE(inv.json);
+  EXPECT_EQ(inv.spec.workload().dims().at("N"), 4096);
+  EXPECT_EQ(inv.spec.chip(), "cpu");
+  // Offline, but a wrapper's --coordinator is accepted (and unused).
+  EXPECT_TRUE(Parse({"--coordinator", "h:1", "knobs", "--op", "gemm", "--shape", "M=8,N=8,K=8",
+                     "--chip", "cpu"},
+                    &inv)
+                  .ok());
+  EXPECT_THAT(
+      Error({"knobs", "--op", "gemm", "--shape", "M=8,N=8,K=8", "--chip", "cpu", "--budget", "4"}),
+      HasSubstr("--budget does not apply to 'kiln knobs'"));
+  EXPECT_THAT(Error({"knobs", "--op", "gemm", "--shape", "M=8,N=8,K=8"}),
+              HasSubstr("missing --chip"));
+  ASSERT_TRUE(
+      Parse({"best", "--op", "gemm", "--shape", "M=8,N=1024,K=1024", "--chip", "cpu"}, &inv).ok());
+  EXPECT_EQ(inv.command, "best");
+  EXPECT_EQ(inv.coordinator, "127.0.0.1:50051");
+  EXPECT_THAT(Error({"best", "--chip", "cpu"}), HasSubstr("missing --op and --shape"));
+  EXPECT_THAT(
+      Error({"best", "--op", "gemm", "--shape", "M=8,N=8,K=8", "--chip", "cpu", "--pin", "MR=8"}),
+      HasSubstr("--pin does not apply to 'kiln best'"));
+  Invocation ex;
+  ASSERT_TRUE(Parse({"export", "--best", "--op", "gemm", "--shape", "M=8,N=1024,K=1024", "--chip",
+                     "cpu", "--out", "/tmp/x"},
+                    &ex)
+                  .ok());
+  EXPECT_TRUE(ex.best);
+  EXPECT_EQ(ex.job_id, "");
+  EXPECT_EQ(ex.out, "/tmp/x");
+  EXPECT_THAT(
+      Error({"export", "--best", "j-1", "--op", "gemm", "--shape", "M=8,N=8,K=8", "--chip", "cpu"}),
+      HasSubstr("unexpected argument 'j-1'"));
+  EXPECT_THAT(Error({"export", "j-1", "--op", "gemm"}),
+              HasSubstr("--op applies to 'kiln export --best'"));
+  EXPECT_THAT(Error({"export", "--best", "--chip", "cpu"}), HasSubstr("missing --op"));
 }
 
 }  // namespace

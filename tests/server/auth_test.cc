@@ -332,6 +332,10 @@ std::map<std::string, grpc::StatusCode> CallEverything(
     got["ReleaseTrials"] =
         w->ReleaseTrials(ctx().get(), v1::ReleaseTrialsRequest(), &resp).error_code();
   }
+  {
+    v1::DeregisterResponse resp;
+    got["Deregister"] = w->Deregister(ctx().get(), v1::DeregisterRequest(), &resp).error_code();
+  }
   return got;
 }
 
@@ -359,13 +363,15 @@ TEST_F(TokenServer, WrongRolesArePermissionDenied) {
   for (const char* m : {"SubmitJob", "GetJob", "ListJobs", "WatchJob", "CancelJob", "GetResults",
                         "ListWorkers", "LookupBest", "ExportKernels"})
     EXPECT_EQ(as_worker[m], grpc::StatusCode::PERMISSION_DENIED) << m;
-  for (const char* m : {"Register", "Heartbeat", "LeaseTrials", "ReportResults", "ReleaseTrials"}) {
+  for (const char* m :
+       {"Register", "Heartbeat", "LeaseTrials", "ReportResults", "ReleaseTrials", "Deregister"}) {
     EXPECT_NE(as_worker[m], grpc::StatusCode::PERMISSION_DENIED) << m;
     EXPECT_NE(as_worker[m], grpc::StatusCode::UNAUTHENTICATED) << m;
   }
   auto as_submit =
       CallEverything(tuning_.get(), workers_.get(), [&] { return Ctx("alice-secret"); });
-  for (const char* m : {"Register", "Heartbeat", "LeaseTrials", "ReportResults", "ReleaseTrials"})
+  for (const char* m :
+       {"Register", "Heartbeat", "LeaseTrials", "ReportResults", "ReleaseTrials", "Deregister"})
     EXPECT_EQ(as_submit[m], grpc::StatusCode::PERMISSION_DENIED) << m;
   EXPECT_EQ(as_submit["SubmitJob"], grpc::StatusCode::OK);
   EXPECT_EQ(as_submit["ListWorkers"], grpc::StatusCode::OK);

@@ -52,6 +52,10 @@ TEST(ExportTest, BestKernelsBuildOnTheirOwn) {
   EXPECT_EQ(k.workload_key(), "gemm m=8 n=64 k=32 fp32");
   EXPECT_EQ(k.file_name(), "gemm_m8_n64_k32_fp32.cc");
   EXPECT_EQ(k.dialect(), "cpp");
+  // A name of its own, so that several kernels link into one program; the template's own name
+  // (which the worker loads) is renamed in the source.
+  EXPECT_EQ(k.entry(), "kiln_gemm_m8_n64_k32");
+  EXPECT_THAT(k.source(), HasSubstr("\n#define kiln_gemm kiln_gemm_m8_n64_k32\n"));
   EXPECT_DOUBLE_EQ(k.best().median_us(), 12.5);
   EXPECT_THAT(k.source(),
               HasSubstr("// Kiln kernel for gemm m=8 n=64 k=32 fp32, exported from job"));

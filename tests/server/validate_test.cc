@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "codegen/kernel_template.h"
+#include "codegen/knob_constraints.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -145,6 +147,127 @@ TEST(ValidateLimits, TheCoordinatorStoresNothingOversized) {
   *lookup.mutable_workload() = GemmSpec(8, 4).workload();
   lookup.set_chip_type(kHuge);
   ExpectRefused(core.LookupBest(lookup).status(), "chip_type: at most 128");
+}
+
+// pin, exclude and range are checked against the operator's knob space at submit, each refusal
+// naming the field, the knob and the rule (the command line runs the same check first).
+TEST(ValidateKnobConstraints, ValuesAreCheckedAgainstTheSpace) {
+  auto with = [](void (*mutate)(v1::JobSpec*)) {
+    v1::JobSpec spec = GemmSpec(8, 4);
+    mutate(&spec);
+    return ValidateJobSpec(spec);
+  };
+  EXPECT_TRUE(with([](v1::JobSpec* s) {
+                (*s->mutable_pin())["MR"] = 4;
+                (*s->mutable_exclude())["UNROLL"].add_values(1);
+                (*s->mutable_range())["NR"].set_lo(8);
+                (*s->mutable_range())["NR"].set_hi(32);
+              }).ok());
+  auto s = with([](v1::JobSpec* s) { (*s->mutable_pin())["MR"] = 7; });
+  ExpectRefused(s, "pin: MR=7: MR takes 1, 2, 3, 4, 6, 8, 12, 14 (gemm on cpu)");
+  ExpectRefused(with([](v1::JobSpec* s) { (*s->mutable_exclude())["MR"].add_values(7); }),
+                "exclude: MR=7: 7 is not a value; MR takes");
+  ExpectRefused(with([](v1::JobSpec* s) {
+                  (*s->mutable_exclude())["PACK"].add_values(0);
+                  (*s->mutable_exclude())["PACK"].add_values(1);
+                }),
+                "exclude: PACK=0,1: leaves PACK no value");
+  ExpectRefused(with([](v1::JobSpec* s) {
+                  (*s->mutable_range())["MR"].set_lo(20);
+                  (*s->mutable_range())["MR"].set_hi(30);
+                }),
+                "range: MR=20..30: no value lies in 20..30");
+  ExpectRefused(with([](v1::JobSpec* s) { (*s->mutable_range())["NOPE"].set_hi(3); }),
+                "range: NOPE=0..3: gemm on cpu has no knob NOPE");
+  ExpectRefused(with([](v1::JobSpec* s) {
+                  (*s->mutable_pin())["MR"] = 2;
+                  (*s->mutable_range())["MR"].set_lo(4);
+                  (*s->mutable_range())["MR"].set_hi(8);
+                }),
+                "pin: MR=2 lies outside range: MR=4..8");
+  // Every value exists, but together they leave no configuration: the rule is named.
+  ExpectRefused(with([](v1::JobSpec* s) {
+                  (*s->mutable_pin())["MR"] = 8;
+                  (*s->mutable_pin())["NR"] = 64;
+                }),
+                "no configuration of gemm on cpu satisfies them (MR*NR/");
+  // A thread count is some chip's (one with 6 cores), where the shape has tiles for 6 threads.
+  EXPECT_TRUE(with([](v1::JobSpec* s) {
+                (*s->mutable_workload()->mutable_dims())["N"] = 4096;
+                (*s->mutable_pin())["NT"] = 6;
+              }).ok());
+  ExpectRefused(with([](v1::JobSpec* s) { (*s->mutable_pin())["NT"] = 6; }),
+                "no configuration of gemm on cpu satisfies them (NT <= tiles");
+}
+
+TEST(ValidateKnobConstraints, SizesAreCapped) {
+  v1::JobSpec spec = GemmSpec(8, 4);
+  for (int i = 0; i <= kMaxExcludedValues; ++i) (*spec.mutable_exclude())["MR"].add_values(i);
+  ExpectRefused(ValidateJobSpec(spec), "exclude: at most 1024 values per knob");
+  spec = GemmSpec(8, 4);
+  for (int i = 0; i <= kMaxKnobs; ++i) (*spec.mutable_range())["K" + std::to_string(i)];
+  ExpectRefused(ValidateJobSpec(spec), "range: at most 64 entries");
+  spec = GemmSpec(8, 4);
+  (*spec.mutable_exclude())[kHuge].add_values(1);
+  ExpectRefused(ValidateJobSpec(spec), "exclude: at most 64 characters");
+}
+
+TEST(ValidateKnobConstraints, ModelJobsNeedEachKnobOnSomeOperator) {
+  v1::JobSpec spec;
+  spec.set_model("tinyllama-1.1b");
+  spec.set_chip("cpu");
+  (*spec.mutable_exclude())["NOPE"].add_values(1);
+  ExpectRefused(ValidateJobSpec(spec), "exclude: no operator of the model has knob NOPE");
+  spec.clear_exclude();
+  (*spec.mutable_range())["NT"].set_lo(1);
+  (*spec.mutable_range())["NT"].set_hi(4);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+// The search behind the "no configuration satisfies them" refusal and `kiln knobs`'s count
+// agrees with plain enumeration, also for a rule that tests whether a knob is set (as the replay
+// spaces' rule does) instead of reading it with Config::at.
+TEST(ValidateKnobConstraints, SearchCountsAsEnumerationDoes) {
+  codegen::KnobSpace s;
+  s.AddKnob("A", {1, 2, 3, 4});
+  s.AddKnob("B", {1, 2, 3});
+  s.AddKnob("C", {0, 1});
+  s.AddConstraint("A*B <= 6", [](const codegen::Config& c) { return c.at("A") * c.at("B") <= 6; });
+  s.AddConstraint("C == 1 or A even", [](const codegen::Config& c) {
+    auto it = c.find("C");
+    return it != c.end() && (it->second == 1 || c.at("A") % 2 == 0);
+  });
+  EXPECT_EQ(codegen::CountValidConfigs(s), s.EnumerateValid().size());
+  EXPECT_GT(s.EnumerateValid().size(), 0u);
+  v1::JobSpec spec = GemmSpec(8, 4);  // narrowed, so that enumerating it is quick
+  (*spec.mutable_pin())["UNROLL"] = 4;
+  (*spec.mutable_pin())["PF"] = 0;
+  (*spec.mutable_pin())["LOOP_ORDER"] = 0;
+  auto gemm = codegen::SpaceFor(spec.workload(), CpuChip());
+  ASSERT_TRUE(gemm.ok());
+  ASSERT_TRUE(codegen::ApplyKnobConstraints(spec, false, &*gemm).ok());
+  EXPECT_EQ(codegen::CountValidConfigs(*gemm, 1 << 22), gemm->EnumerateValid().size());
+}
+
+// Binding applies them to the chip's space; starting configurations and proposals obey them.
+TEST(ValidateKnobConstraints, ApplyAndMeet) {
+  v1::JobSpec spec = GemmSpec(8, 4);
+  (*spec.mutable_exclude())["UNROLL"].add_values(1);
+  (*spec.mutable_range())["MR"].set_lo(2);
+  (*spec.mutable_range())["MR"].set_hi(4);
+  auto space = codegen::SpaceFor(spec.workload(), CpuChip());
+  ASSERT_TRUE(space.ok()) << space.status();
+  ASSERT_TRUE(codegen::ApplyKnobConstraints(spec, false, &*space).ok());
+  EXPECT_EQ(space->FindKnob("MR")->values, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(space->FindKnob("UNROLL")->values, (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_FALSE(space->EnumerateValid(1).empty());
+  EXPECT_TRUE(codegen::MeetsKnobConstraints(spec, {{"MR", 2}, {"UNROLL", 4}}));
+  EXPECT_FALSE(codegen::MeetsKnobConstraints(spec, {{"MR", 8}, {"UNROLL", 4}}));
+  EXPECT_FALSE(codegen::MeetsKnobConstraints(spec, {{"MR", 2}, {"UNROLL", 1}}));
+  (*spec.mutable_pin())["NOPE"] = 1;
+  auto fresh = codegen::SpaceFor(spec.workload(), CpuChip());
+  EXPECT_FALSE(codegen::ApplyKnobConstraints(spec, false, &*fresh).ok());
+  EXPECT_TRUE(codegen::ApplyKnobConstraints(spec, true, &*fresh).ok());  // a model's other op
 }
 
 }  // namespace
