@@ -13,7 +13,8 @@ install(TARGETS kiln-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONEN
 install(TARGETS kiln-trial RUNTIME DESTINATION ${KILN_INSTALL_TRIAL_DIR} COMPONENT worker)
 install(TARGETS kiln RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT client)
 install(TARGETS kiln-agent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT agent)
-foreach(bench kiln-bench-search kiln-bench-kernels kiln-bench-roofline kiln-bench-opencl-gemm)
+foreach(bench kiln-bench-search kiln-bench-kernels kiln-bench-roofline kiln-bench-opencl-gemm
+              kiln-bench-load kiln-bench-agent-cost)
   if(TARGET ${bench})  # the OpenCL one exists only where the OpenCL backend is built
     install(TARGETS ${bench} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT bench)
   endif()

@@ -6,7 +6,7 @@ PKGS=(
   clang libclang-rt-dev  # the libFuzzer targets (tests/fuzz): clang and its libclang_rt.fuzzer
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libboost-dev libboost-system-dev
-  prometheus-cpp-dev libgtest-dev libgmock-dev
+  prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libblis-dev libdnnl-dev libsqlite3-dev libabsl-dev nlohmann-json3-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo libclblast-dev
   python3 curl openssl libssl-dev
