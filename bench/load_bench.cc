@@ -62,8 +62,8 @@ constexpr const char* kUsage =
     "--store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (default: SQLite in a temp dir)\n"
     "--fake-us: each simulated worker sleeps this long per trial (default 0)\n"
     "--batch: trials asked for per LeaseTrials, 1..64 (default 1)\n"
-    "--coordinator: the kiln-coordinator binary (default: ../server/kiln-coordinator beside\n"
-    "             this program)\n";
+    "--coordinator: the kiln-coordinator binary (default: ../server/kiln-coordinator from\n"
+    "             this program in a build tree, else kiln-coordinator beside it)\n";
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -429,10 +429,13 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (o.coordinator.empty())
-    o.coordinator = (std::filesystem::path(kiln::SelfExecutable()).parent_path().parent_path() /
-                     "server" / "kiln-coordinator")
-                        .string();
+  if (o.coordinator.empty()) {  // the build tree's layout, else an installed bin/ beside this one
+    const std::filesystem::path self_dir =
+        std::filesystem::path(kiln::SelfExecutable()).parent_path();
+    o.coordinator = (self_dir.parent_path() / "server" / "kiln-coordinator").string();
+    if (access(o.coordinator.c_str(), X_OK) != 0)
+      o.coordinator = (self_dir / "kiln-coordinator").string();
+  }
   if (access(o.coordinator.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "kiln-bench-load: no coordinator binary at %s (--coordinator PATH)\n",
                  o.coordinator.c_str());
