@@ -20,6 +20,7 @@
 #include "cli/results.h"
 #include "cli/table.h"
 #include "cli/usage.h"
+#include "common/text.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kiln::cli {
@@ -34,13 +35,6 @@ std::string Colour(size_t i) { return kPalette[i % std::size(kPalette)]; }
 constexpr size_t kMessageChars = 600;
 // Beyond this many tasks the roofline legend names the first ones and counts the rest.
 constexpr size_t kLegendTasks = 14;
-
-std::string Cut(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
-  size_t n = max > 3 ? max - 3 : 0;
-  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  return text.substr(0, n) + "...";
-}
 
 // A coordinate in the SVG (one decimal is below a pixel).
 std::string Px(double v) {
@@ -422,7 +416,7 @@ std::string RooflinePlot(const v1::GetResultsResponse& r, const std::vector<Task
   const double lx = b.x1() + 16;
   for (size_t i = 0; i < tasks.size() && i < kLegendTasks; ++i, ly += 17) {
     out += Circle(lx + 5, ly, 4.5, "fill=\"" + Colour(i) + "\"");
-    out += Text(lx + 15, ly + 4, Cut(tasks[i].workload, 34), "legend");
+    out += Text(lx + 15, ly + 4, CutUtf8(tasks[i].workload, 34), "legend");
   }
   if (tasks.size() > kLegendTasks) {
     out += Text(lx, ly + 4, "+" + std::to_string(tasks.size() - kLegendTasks) + " more tasks",
@@ -472,7 +466,7 @@ std::string BarChart(const std::string& title,
     const double w = std::max(0.0, x.Map(value) - b.x0());
     out += "<rect class=\"bar\" x=\"" + Px(b.x0()) + "\" y=\"" + Px(top) + "\" width=\"" + Px(w) +
            "\" height=\"" + Px(row - 6) + "\" fill=\"" + Colour(i) + "\"/>\n";
-    out += Text(b.x0() - 8, top + row / 2, Cut(label, 44), "barlabel", "end");
+    out += Text(b.x0() - 8, top + row / 2, CutUtf8(label, 44), "barlabel", "end");
     out += Text(b.x0() + w + 6, top + row / 2, text, "barvalue");
   }
   return out + "</svg>\n";
@@ -603,7 +597,7 @@ std::string RefusedSection(const std::vector<TaskSummary>& tasks) {
       std::string message = r ? r->message : "";
       rows.push_back({t.workload, status, std::to_string(n),
                       (config.empty() ? "" : "[" + config + "] ") +
-                          (message.empty() ? "(no message)" : Cut(message, kMessageChars))});
+                          (message.empty() ? "(no message)" : CutUtf8(message, kMessageChars))});
       total += n;
     }
   }
@@ -763,7 +757,7 @@ std::string ReportHtml(const v1::GetResultsResponse& results, const v1::ChipFing
          UtcTime(job.created_unix_ms()) + "</span><span>finished " +
          UtcTime(job.finished_unix_ms()) + "</span></p>\n";
   if (!job.message().empty())
-    out += "<p class=\"message\">" + HtmlEscape(Cut(job.message(), kMessageChars)) + "</p>\n";
+    out += "<p class=\"message\">" + HtmlEscape(CutUtf8(job.message(), kMessageChars)) + "</p>\n";
   out +=
       "<p><a href=\"#summary\">Summary</a> · <a href=\"#convergence\">Convergence</a> · <a "
       "href=\"#roofline\">Roofline</a> · " +

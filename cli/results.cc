@@ -7,6 +7,7 @@
 #include "cli/table.h"
 #include "codegen/workload.h"
 #include "common/json_text.h"
+#include "common/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -155,14 +156,6 @@ constexpr size_t kRefusedJsonTrials = 20;
 constexpr size_t kTableMessageChars = 160;
 constexpr size_t kJsonMessageChars = 500;
 
-// `text` cut to at most `max` bytes on a UTF-8 character boundary, "..." marking the cut.
-std::string Shorten(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
-  size_t n = max > 3 ? max - 3 : 0;
-  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  return text.substr(0, n) + "...";
-}
-
 // The refused trials of a task: each status's count, then the latest few, one line each.
 std::string RefusedText(const TaskSummary& t, bool single_task) {
   std::string out = (single_task ? std::string("refused: ") : "refused (" + t.workload + "): ") +
@@ -180,7 +173,7 @@ std::string RefusedText(const TaskSummary& t, bool single_task) {
     std::string why = r.message.substr(0, r.message.find('\n'));
     out += "  " + r.status + (r.kind == v1::TUNE ? "" : " (" + v1::TrialKind_Name(r.kind) + ")") +
            (config.empty() ? "" : " " + config) + ": " +
-           (why.empty() ? "(no message)" : Shorten(why, kTableMessageChars)) + "\n";
+           (why.empty() ? "(no message)" : CutUtf8(why, kTableMessageChars)) + "\n";
   }
   return out;
 }
@@ -331,7 +324,7 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
                   {"gflops", m.gflops()},
                   {"gbytes_per_s", m.gbytes_per_s()},
                   {"threads", t.baseline_threads}};
-      if (!m.message().empty()) baseline["message"] = Shorten(m.message(), kJsonMessageChars);
+      if (!m.message().empty()) baseline["message"] = CutUtf8(m.message(), kJsonMessageChars);
       baseline["samples_us"] = Numbers(m.samples_us());
     }
     // Every route timed (library call, layout, thread count); "baseline" is the fastest.
@@ -345,7 +338,7 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
                       {"status", v1::MeasurementStatus_Name(r.status())},
                       {"median_us", r.status() == v1::OK ? Json(r.median_us()) : Json()},
                       {"prepack_us", r.prepack_us()}};
-        if (!r.message().empty()) route["message"] = Shorten(r.message(), kJsonMessageChars);
+        if (!r.message().empty()) route["message"] = CutUtf8(r.message(), kJsonMessageChars);
         route["samples_us"] = Numbers(r.samples_us());
         routes.push_back(std::move(route));
       }
@@ -371,7 +364,7 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
       refused.push_back({{"config", ConfigJson(r.config)},
                          {"kind", v1::TrialKind_Name(r.kind)},
                          {"status", r.status},
-                         {"message", Shorten(r.message, kJsonMessageChars)}});
+                         {"message", CutUtf8(r.message, kJsonMessageChars)}});
     }
     task["failed_trials"] = std::move(refused);
     task["failed_trials_omitted"] = static_cast<int64_t>(from);

@@ -25,6 +25,15 @@ inline std::string ShortQuote(absl::string_view s, size_t max = kQuoteChars) {
   return out;
 }
 
+// `text` cut to at most `max` bytes on a UTF-8 character boundary, "..." marking the cut (for
+// messages shown whole elsewhere: a compiler's errors run to pages).
+inline std::string CutUtf8(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t n = max > 3 ? max - 3 : 0;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + "...";
+}
+
 // `s` made safe inside a // or /* */ comment of C, C++, OpenCL C or CUDA: every byte outside
 // printable ASCII (a newline would end the comment), '\' (a line splice at the end of a //
 // comment), '?' (the "??/" trigraph is a backslash under -std=c++11) and '%' as "%XX", and the
