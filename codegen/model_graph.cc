@@ -162,4 +162,19 @@ double StepBytesRead(const StepGraph& g, v1::DType dtype) {
   return n;
 }
 
+int DefaultStepLayers(const v1::ModelArch& arch, v1::DType dtype) {
+  auto graph = BuildStepGraph(arch, "decode", 1, 1, 1, dtype);
+  if (!graph.ok() || arch.layers() <= 0) return std::max(1, arch.layers());
+  v1::ModelArch one = arch;
+  one.set_layers(1);
+  one.set_tie_embeddings(true);
+  auto g1 = BuildStepGraph(one, "decode", 1, 1, 1, dtype);
+  StepGraph layer_only = *g1;
+  layer_only.tail.clear();
+  const double bytes =
+      (dtype == v1::BF16 ? 2.0 : 4.0) * static_cast<double>(GraphParameters(one, layer_only));
+  const int fit = static_cast<int>(1.2e9 / std::max(1.0, bytes));
+  return std::min(arch.layers(), std::max(2, fit));
+}
+
 }  // namespace kiln::codegen

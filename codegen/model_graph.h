@@ -40,4 +40,8 @@ int64_t GraphParameters(const v1::ModelArch& arch, const StepGraph& graph);
 // left out. The memory-bandwidth bound of a step is these bytes over the read bandwidth.
 double StepBytesRead(const StepGraph& graph, v1::DType dtype);
 
+// Layers a step request runs by default: all of them when their weights fit in ~1.2 GB, else
+// as many as do (at least 2).
+int DefaultStepLayers(const v1::ModelArch& arch, v1::DType dtype);
+
 }  // namespace kiln::codegen

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "kiln/v1/types.pb.h"
 
@@ -54,6 +55,16 @@ class Device {
   // before any route has run.
   virtual std::string BaselineName(const v1::Workload& w) const = 0;
   virtual v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) = 0;
+  // A model's composed step (StepRequest: the architecture, phase, batch, context and the
+  // compiled kernels of its operators) with this device's kernels against the framework's eager
+  // step, with the memory-bandwidth bound: tokens/s of both. Runs in the sandboxed child.
+  // A backend without a step runner says so.
+  virtual absl::StatusOr<v1::StepResult> MeasureStep(const v1::StepRequest& req, uint64_t seed) {
+    (void)req;
+    (void)seed;
+    return absl::UnimplementedError(
+        absl::StrCat("the ", Fingerprint().kind(), " backend has no model step runner"));
+  }
 };
 
 // The fastest OK route of a baseline measurement (nullptr when it lists none that ran OK).

@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
+#include "codegen/model_graph.h"
 #include "common/subprocess.h"
-#include "hardware/cpu/step_runner.h"
 #include "workers/trial_child.h"
 #include "workers/worker.h"
 
@@ -271,7 +271,7 @@ TrialOutcome RunStepTrial(hardware::Device& device, const v1::Trial& trial, v1::
     k.set_entry(compiled->entry);
     compile_seconds += compiled->compile_seconds;
   }
-  if (step.layers() <= 0) step.set_layers(hardware::DefaultStepLayers(step.arch(), step.dtype()));
+  if (step.layers() <= 0) step.set_layers(codegen::DefaultStepLayers(step.arch(), step.dtype()));
   *req.mutable_step() = step;
   // KILN_STEP_DUMP=DIR keeps each step request, to be replayed by hand with
   // `KILN_STEP_PROFILE=1 kiln-worker --kiln-trial-child < DIR/step-N.pb` (per-operator profile).

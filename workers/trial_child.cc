@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "hardware/buffers.h"
-#include "hardware/cpu/step_runner.h"
 #include "hardware/device.h"
 
 namespace kiln::workers {
@@ -94,9 +93,7 @@ v1::Measurement RunTrialRequest(const v1::SandboxRequest& req) {
   opts.only_route_threads = req.baseline_route().threads();
   opts.seed = req.seed();
   if (req.kind() == v1::STEP) {
-    hardware::StepOptions step_opts;
-    step_opts.seed = req.seed();
-    auto r = hardware::RunCpuStep(req.step(), req.chip(), step_opts);
+    auto r = (*device)->MeasureStep(req.step(), req.seed());
     if (r.ok()) {
       m.set_status(v1::OK);
       m.set_median_us(r->step_us());

@@ -13,6 +13,7 @@
 #include "hardware/cpu/gemm_harness.h"
 #include "hardware/cpu/kernel_runtime.h"
 #include "hardware/cpu/op_harness.h"
+#include "hardware/cpu/step_runner.h"
 #include "hardware/device_registry.h"
 #include "hardware/toolchain.h"
 
@@ -120,6 +121,12 @@ class CpuDevice final : public Device {
   // Every route a user could run instead (cpu/baselines/), each at 1 thread and at all cores with
   // one thread pool at a time, timed by the same harness as Kiln's kernels: the fastest's
   // measurement, with every route's figure listed.
+  absl::StatusOr<v1::StepResult> MeasureStep(const v1::StepRequest& req, uint64_t seed) override {
+    StepOptions opts;
+    opts.seed = seed;
+    return RunCpuStep(req, fp_, opts);
+  }
+
   v1::Measurement MeasureBaseline(const v1::Workload& w, const MeasureOptions& opts) override {
     if (!Supports(w))
       return Failed(v1::UNSUPPORTED,

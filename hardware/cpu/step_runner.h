@@ -32,8 +32,4 @@ struct StepOutputs {
 absl::StatusOr<StepOutputs> RunCpuStepOnce(const v1::StepRequest& req,
                                            const v1::ChipFingerprint& chip, uint64_t seed = 1);
 
-// Layers a step request runs by default: all of them when their weights fit in ~1.2 GB, else
-// as many as do (at least 2).
-int DefaultStepLayers(const v1::ModelArch& arch, v1::DType dtype);
-
 }  // namespace kiln::hardware

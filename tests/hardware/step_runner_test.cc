@@ -129,7 +129,7 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   EXPECT_LT(res->read_gbytes_per_s(), 5000);
   EXPECT_NEAR(res->bound(), res->read_gbytes_per_s() * 1e9 / 207488, 1e-6 * res->bound());
   EXPECT_GT(res->bound_fraction(), 0);
-  EXPECT_GE(DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
+  EXPECT_GE(codegen::DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
 }
 
 }  // namespace
