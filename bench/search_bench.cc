@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         std::ostringstream log;
         auto st = kiln::agent::Pretrain(kiln::bench::LeaveOneOutSets(spaces, si),
                                         kiln::agent::PretrainOptions{}, loo_checkpoints[si], &log,
-                                        {kiln::bench::TrainingSetOf(*spaces[si].set)});
+                                        {kiln::agent::TrainingSetOf(*spaces[si].set)});
         if (!st.ok()) failures[si] = std::string(st.message());
         std::istringstream lines(log.str());
         for (std::string line; std::getline(lines, line);)

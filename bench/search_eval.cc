@@ -228,24 +228,12 @@ std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdo
   return rows;
 }
 
-agent::TrainingSet TrainingSetOf(const hardware::ReplaySet& set) {
-  agent::TrainingSet t;
-  t.name = set.name;
-  for (const auto& k : set.knobs) t.space.AddKnob(k.name, k.values);
-  t.workload = set.Workload();
-  t.chip = set.Chip();
-  for (const auto& e : set.entries) {
-    t.configs.push_back(set.ConfigOf(e));
-    t.median_us.push_back(e.status == v1::OK ? e.median_us : 0);
-  }
-  return t;
-}
-
 std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces, size_t held_out) {
   std::vector<agent::TrainingSet> sets;
   const Space& out = spaces.at(held_out);
   for (const auto& s : spaces)
-    if (s.path != out.path && s.set->name != out.set->name) sets.push_back(TrainingSetOf(*s.set));
+    if (s.path != out.path && s.set->name != out.set->name)
+      sets.push_back(agent::TrainingSetOf(*s.set));
   return sets;
 }
 

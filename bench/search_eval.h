@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/pretrain/pretrain.h"
+#include "agent/pretrain/replay_training.h"
 #include "agent/space_index.h"
 #include "hardware/replay/replay_set.h"
 
@@ -89,8 +90,6 @@ std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strat
 // One row per strategy; under `holdout`, a strategy that starts from a checkpoint (a path or a
 // name given with it, or the default strategy's own) is followed by its leave-one-out row.
 std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout);
-// A replay set as `kiln agent pretrain` reads one.
-agent::TrainingSet TrainingSetOf(const hardware::ReplaySet& set);
 // What a leave-one-out checkpoint for `spaces[held_out]` trains on: every other space, less any
 // copy of the held-out one (the same file or the same set name).
 std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces, size_t held_out);

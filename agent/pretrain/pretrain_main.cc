@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/pretrain/pretrain.h"
+#include "agent/pretrain/replay_training.h"
 #include "agent/strategy.h"
 #include "hardware/replay/replay_set.h"
 
@@ -57,19 +58,6 @@ absl::StatusOr<std::vector<std::shared_ptr<const ReplaySet>>> FromStore(const st
   sqlite3_close(db);
   if (!status.ok()) return status;
   return kiln::hardware::SetsFromRecords(records, 16);
-}
-
-kiln::agent::TrainingSet ToTrainingSet(const ReplaySet& set) {
-  kiln::agent::TrainingSet t;
-  t.name = set.name;
-  for (const auto& k : set.knobs) t.space.AddKnob(k.name, k.values);
-  t.workload = set.Workload();
-  t.chip = set.Chip();
-  for (const auto& e : set.entries) {
-    t.configs.push_back(set.ConfigOf(e));
-    t.median_us.push_back(e.status == kiln::v1::OK ? e.median_us : 0);
-  }
-  return t;
 }
 
 int Pretrain(const std::vector<std::string>& args) {
@@ -137,7 +125,7 @@ int Pretrain(const std::vector<std::string>& args) {
                      std::string(loaded.status().message()).c_str());
         return false;
       }
-      for (const auto& s : *loaded) sets->push_back(ToTrainingSet(*s));
+      for (const auto& s : *loaded) sets->push_back(kiln::agent::TrainingSetOf(*s));
     }
     return true;
   };
