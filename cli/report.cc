@@ -556,18 +556,11 @@ std::string SummarySection(const v1::Job& job, const std::vector<TaskSummary>& t
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const TaskSummary& t = tasks[i];
+    const TaskCells c = CellsOf(t);
     rows.push_back(
         {t.workload, std::to_string(t.count),
          std::to_string(t.ok) + "/" + std::to_string(t.failed) + " of " + std::to_string(t.budget),
-         t.best ? FormatMicros(t.best->median_us()) : "-",
-         t.best ? FormatFixed(t.best->gflops(), 1) : "-",
-         t.best ? FormatFixed(t.best->gbytes_per_s(), 1) : "-",
-         t.baseline
-             ? t.baseline_name +
-                   (t.baseline_threads > 0 ? "/" + std::to_string(t.baseline_threads) + "t" : "") +
-                   " " + FormatMicros(t.baseline->median_us())
-             : "-",
-         t.speedup ? FormatFixed(*t.speedup, 2) + "x" : "-",
+         c.best_us, c.gflops, c.gbytes_per_s, c.baseline, c.speedup,
          t.best ? ConfigText(t.best_config) : "-"});
     if (model)
       rows.back().push_back(t.best && step_us > 0

@@ -180,6 +180,21 @@ std::string RefusedText(const TaskSummary& t, bool single_task) {
 
 }  // namespace
 
+TaskCells CellsOf(const TaskSummary& t) {
+  TaskCells c{"-", "-", "-", "-", "-"};
+  if (t.best) {
+    c.best_us = FormatMicros(t.best->median_us());
+    c.gflops = FormatFixed(t.best->gflops(), 1);
+    c.gbytes_per_s = FormatFixed(t.best->gbytes_per_s(), 1);
+  }
+  if (t.baseline)
+    c.baseline = t.baseline_name +
+                 (t.baseline_threads > 0 ? "/" + std::to_string(t.baseline_threads) + "t" : "") +
+                 " " + FormatMicros(t.baseline->median_us());
+  if (t.speedup) c.speedup = FormatFixed(*t.speedup, 2) + "x";
+  return c;
+}
+
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
   std::vector<TaskSummary> out;
   const v1::Job& job = results.job();
@@ -256,17 +271,10 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
   double step_us = 0;
   for (const TaskSummary& t : tasks) step_us += t.best ? t.count * t.best->median_us() : 0;
   for (const TaskSummary& t : tasks) {
-    rows.push_back(
-        {t.workload, std::to_string(t.count), std::to_string(t.ok) + "/" + std::to_string(t.failed),
-         t.best ? FormatMicros(t.best->median_us()) : "-",
-         t.best ? FormatFixed(t.best->gflops(), 1) : "-",
-         t.best ? FormatFixed(t.best->gbytes_per_s(), 1) : "-",
-         t.baseline
-             ? t.baseline_name +
-                   (t.baseline_threads > 0 ? "/" + std::to_string(t.baseline_threads) + "t" : "") +
-                   " " + FormatMicros(t.baseline->median_us())
-             : "-",
-         t.speedup ? FormatFixed(*t.speedup, 2) + "x" : "-"});
+    const TaskCells c = CellsOf(t);
+    rows.push_back({t.workload, std::to_string(t.count),
+                    std::to_string(t.ok) + "/" + std::to_string(t.failed), c.best_us, c.gflops,
+                    c.gbytes_per_s, c.baseline, c.speedup});
     if (model)
       rows.back().push_back(t.best && step_us > 0
                                 ? FormatFixed(100 * t.count * t.best->median_us() / step_us, 1) +

@@ -45,6 +45,14 @@ struct TaskSummary {
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);
 
+// A task's figures as the results table shows them (the report's summary table shows the same):
+// best median, GFLOP/s, GB/s, the baseline ("onednn-packed/2t 551.0") and the speedup; "-" where
+// there is none.
+struct TaskCells {
+  std::string best_us, gflops, gbytes_per_s, baseline, speedup;
+};
+TaskCells CellsOf(const TaskSummary& t);
+
 // Job line (id, state, chip type), message, one row per task, then each task's best config.
 std::string FormatResultsTable(const v1::GetResultsResponse& results);
 
