@@ -103,6 +103,11 @@ absl::StatusOr<Api> MakeApi(const Kernel& k) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel ", ShortQuote(k.file_name()), ": ", w.status().message()));
   a.w = *w;
+  if (codegen::IsQuantized(a.w.dtype()))
+    return absl::UnimplementedError(absl::StrCat(
+        "kernel ", ShortQuote(k.file_name()), " takes ", codegen::DTypeName(a.w.dtype()),
+        " weights: the library does not carry the quantized weight layout and its packing yet (the "
+        "kernel's source is exported on its own)"));
   const std::string& entry = k.entry();
   // The entry and the file name go into generated C++ and CMake code: a C identifier and a
   // plain file name only, whatever the coordinator sent.

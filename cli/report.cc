@@ -20,6 +20,7 @@
 #include "cli/results.h"
 #include "cli/table.h"
 #include "cli/usage.h"
+#include "codegen/workload.h"
 #include "common/text.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -481,7 +482,10 @@ std::string ModelSection(const v1::Job& job, const std::vector<TaskSummary>& tas
          std::to_string(std::max(spec.batch(), 1)) +
          (spec.phase() == "prefill" ? ", prompt " + std::to_string(spec.prefill_tokens())
                                     : ", context " + std::to_string(spec.context())) +
-         ", dtype " + HtmlEscape(spec.dtype() == v1::BF16 ? "bf16" : "fp32") + ".</p>\n";
+         ", dtype " +
+         HtmlEscape(
+             codegen::DTypeName(spec.dtype() == v1::DTYPE_UNSPECIFIED ? v1::FP32 : spec.dtype())) +
+         ".</p>\n";
   double step_us = 0;
   for (const TaskSummary& t : tasks) step_us += t.best ? t.count * t.best->median_us() : 0;
   std::vector<std::tuple<std::string, double, std::string>> share;

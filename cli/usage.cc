@@ -13,7 +13,8 @@ constexpr char kJobFlags[] = R"(What to tune (one of):
   --model PRESET           a model preset: tinyllama-1.1b, llama-3.2-1b, llama-3-8b, mistral-7b,
                            mixtral-8x7b, mamba-130m, mamba-1.4b (tunes every operator of a step)
   --hf-config FILE         a HuggingFace config.json (llama, mistral, qwen2, mixtral, mamba)
-  --dtype fp32|bf16        element type (default fp32; bf16: gemm and moe_gemm weights)
+  --dtype fp32|bf16|int8|int4  element type (default fp32; bf16: gemm and moe_gemm weights;
+                           int8/int4: gemm weights, one fp16 scale per 32 along K)
   --phase decode|prefill, --batch B, --context L   model jobs: the inference step to tune
 Where and how:
   --chip PREFIX            chip-type label prefix the job runs on, e.g. cpu (required)

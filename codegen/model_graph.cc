@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
 
 namespace kiln::codegen {
 namespace {
@@ -17,7 +18,10 @@ v1::Workload W(v1::OpKind op, std::initializer_list<std::pair<const char*, int64
   return w;
 }
 
+// A quantized format applies to the GEMMs whose K is whole groups of 32; any other (a Mamba
+// dt_proj of K=dt_rank) stays in fp32, as llama.cpp keeps such tensors at higher precision.
 v1::Workload Gemm(int64_t m, int64_t n, int64_t k, v1::DType dtype, const std::string& epi = "") {
+  if (IsQuantized(dtype) && k % 32 != 0) dtype = v1::FP32;
   return W(v1::GEMM, {{"M", m}, {"N", n}, {"K", k}}, dtype, epi);
 }
 
@@ -95,7 +99,8 @@ absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& a, const std::stri
       const int64_t E = a.experts(), K = a.experts_per_token();
       add("router", W(v1::MOE_ROUTER, {{"T", T}, {"D", hid}, {"E", E}, {"TOPK", K}}));
       auto moe = [&](int64_t n, int64_t k) {
-        return W(v1::MOE_GEMM, {{"T", T}, {"E", E}, {"TOPK", K}, {"N", n}, {"K", k}}, dtype);
+        return W(v1::MOE_GEMM, {{"T", T}, {"E", E}, {"TOPK", K}, {"N", n}, {"K", k}},
+                 IsQuantized(dtype) ? v1::BF16 : dtype);  // no quantized grouped GEMM yet
       };
       add("moe_gate", moe(F, hid));
       add("moe_up", moe(F, hid));
@@ -131,10 +136,10 @@ int64_t GraphParameters(const v1::ModelArch& a, const StepGraph& g) {
   return n;
 }
 
-double StepBytesRead(const StepGraph& g, v1::DType dtype) {
-  const double wb = dtype == v1::BF16 ? 2 : 4;  // GEMM and MoE weights; the rest is fp32
+double StepBytesRead(const StepGraph& g) {
   auto bytes = [&](const StepOp& op) -> double {
     const v1::Workload& w = op.workload;
+    const double wb = WeightBytes(w.dtype());  // GEMM and MoE weights; the rest is fp32
     const double params = static_cast<double>(OpParameters(op));
     const double B = Dim(w, "B"), D = Dim(w, "D");
     switch (w.op()) {
@@ -171,8 +176,9 @@ int DefaultStepLayers(const v1::ModelArch& arch, v1::DType dtype) {
   auto g1 = BuildStepGraph(one, "decode", 1, 1, 1, dtype);
   StepGraph layer_only = *g1;
   layer_only.tail.clear();
-  const double bytes =
-      (dtype == v1::BF16 ? 2.0 : 4.0) * static_cast<double>(GraphParameters(one, layer_only));
+  // Quantized weights come with the LibTorch step's dequantized fp32 copy of them.
+  const double bytes = (WeightBytes(dtype) + (IsQuantized(dtype) ? 4.0 : 0.0)) *
+                       static_cast<double>(GraphParameters(one, layer_only));
   const int fit = static_cast<int>(1.2e9 / std::max(1.0, bytes));
   return std::min(arch.layers(), std::max(2, fit));
 }

@@ -25,7 +25,8 @@ struct StepGraph {
 };
 
 // Decode: `batch` sequences, each attending over `context` positions (the new one included).
-// Prefill: `batch` sequences of `prefill_tokens`. dtype: weights of gemm and moe_gemm.
+// Prefill: `batch` sequences of `prefill_tokens`. dtype: weights of gemm and moe_gemm (int8 and
+// int4 apply to GEMMs with K a multiple of 32; MoE experts then run in bf16).
 absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& arch, const std::string& phase,
                                          int batch, int context, int prefill_tokens,
                                          v1::DType dtype);
@@ -37,8 +38,9 @@ int64_t GraphParameters(const v1::ModelArch& arch, const StepGraph& graph);
 // Bytes one step must read from memory at the least: every weight it uses once (GEMM weights at
 // their dtype, biases, norms, conv and router weights; of a MoE layer only the experts its tokens
 // can select, at most E) and the KV cache or SSM state it attends over (fp32). Activations are
-// left out. The memory-bandwidth bound of a step is these bytes over the read bandwidth.
-double StepBytesRead(const StepGraph& graph, v1::DType dtype);
+// left out. The memory-bandwidth bound of a step is these bytes over the read bandwidth. Each
+// operator's weights count at its workload's dtype (int8 1.0625 bytes with its scales).
+double StepBytesRead(const StepGraph& graph);
 
 // Layers a step request runs by default: all of them when their weights fit in ~1.2 GB, else
 // as many as do (at least 2).

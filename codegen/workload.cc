@@ -57,9 +57,22 @@ std::vector<std::string> RequiredDims(v1::OpKind op) {
   }
 }
 
-double DTypeBytes(v1::DType d) { return d == v1::BF16 ? 2 : 4; }
-
 }  // namespace
+
+double WeightBytes(v1::DType d) {
+  switch (d) {
+    case v1::BF16:
+      return 2;
+    case v1::INT8:  // a byte per weight and a 2-byte scale per 32
+      return 1 + 2.0 / 32;
+    case v1::INT4:
+      return 0.5 + 2.0 / 32;
+    default:
+      return 4;
+  }
+}
+
+bool IsQuantized(v1::DType d) { return d == v1::INT8 || d == v1::INT4; }
 
 std::string OpName(v1::OpKind op) { return absl::AsciiStrToLower(v1::OpKind_Name(op)); }
 
@@ -82,7 +95,7 @@ absl::StatusOr<v1::DType> ParseDType(absl::string_view name) {
   v1::DType d;
   if (!v1::DType_Parse(absl::AsciiStrToUpper(name), &d) || d == v1::DTYPE_UNSPECIFIED)
     return absl::InvalidArgumentError(
-        absl::StrCat("dtype: unknown dtype '", name, "'; known: fp32, bf16"));
+        absl::StrCat("dtype: unknown dtype '", name, "'; known: fp32, bf16, int8, int4"));
   return d;
 }
 
@@ -126,6 +139,17 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
                                                    ".dtype: bf16 is supported for gemm and "
                                                    "moe_gemm weights only, not ",
                                                    OpName(w.op())));
+  if (IsQuantized(w.dtype())) {
+    if (w.op() != v1::GEMM)
+      return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", DTypeName(w.dtype()),
+                                                     " is supported for gemm weights only, not ",
+                                                     OpName(w.op())));
+    auto k = w.dims().find("K");
+    if (k != w.dims().end() && k->second % 32 != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".dims: K=", k->second, " is not a multiple of ",
+                       DTypeName(w.dtype()), "'s group of 32 weights (one scale per 32 along K)"));
+  }
   if (!w.epilogue().empty()) {
     const std::set<std::string> gemm = {"bias", "silu", "gelu", "residual"};
     const bool ok = w.op() == v1::GEMM ? gemm.count(w.epilogue()) > 0
@@ -219,7 +243,7 @@ double WorkloadFlops(const v1::Workload& w) {
 }
 
 double WorkloadBytes(const v1::Workload& w) {
-  const double wb = DTypeBytes(w.dtype());  // weights' element size; activations are fp32
+  const double wb = WeightBytes(w.dtype());  // weights' element size; activations are fp32
   switch (w.op()) {
     case v1::GEMM:
       return wb * D(w, "K") * D(w, "N") + 4 * (D(w, "M") * D(w, "K") + D(w, "M") * D(w, "N"));

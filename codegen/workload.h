@@ -13,6 +13,9 @@ std::string OpName(v1::OpKind op);                           // GEMM -> "gemm"
 absl::StatusOr<v1::OpKind> ParseOp(absl::string_view name);  // case-insensitive
 std::string DTypeName(v1::DType dtype);                      // FP32 -> "fp32"
 absl::StatusOr<v1::DType> ParseDType(absl::string_view name);
+// Bytes a weight of this dtype occupies, its share of the group scales included (int8 1.0625).
+double WeightBytes(v1::DType dtype);
+bool IsQuantized(v1::DType dtype);  // int8, int4
 
 // Builds a workload from command-line style text. Errors name the field and the rule.
 absl::StatusOr<v1::Workload> ParseWorkload(absl::string_view op, absl::string_view shape,

@@ -32,7 +32,8 @@ std::vector<int64_t> Threads(const ChipTraits& chip, bool all_first = true) {
 // The smallest value of `domain` >= extent (or the largest), so block knobs never oversize.
 bool NotOversized(const std::vector<int64_t>& domain, int64_t v, int64_t extent) {
   if (v <= extent) return true;
-  int64_t smallest = domain.back();
+  const int64_t largest = *std::max_element(domain.begin(), domain.end());
+  int64_t smallest = largest;  // of the values >= extent (the largest when none is)
   for (int64_t d : domain)
     if (d >= extent) smallest = std::min(smallest, d);
   return v == smallest;
@@ -77,6 +78,30 @@ std::vector<OpDef> Defs() {
   auto none = [](const v1::Workload&) { return std::vector<std::pair<std::string, int64_t>>{}; };
   auto plain = [](const v1::Workload& w) { return IsFp32(w) && w.epilogue().empty(); };
   std::vector<OpDef> d;
+  // Prefill-sized bf16 GEMMs (M >= 64) get the register-blocked dot-product kernel; smaller ones
+  // the streaming kernel below, which reads the weights once.
+  d.push_back(
+      {"cpu-gemm-bf16", v1::GEMM, kKilnCpuGemmBf16Source,
+       [](const v1::Workload& w) {
+         return EpilogueCode(w.epilogue()) >= 0 && w.dtype() == v1::BF16 && Dim(w, "M") >= 64;
+       },
+       [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+         const std::vector<int64_t> nc = {256, 128, 512, 1024};
+         const int64_t n = Dim(w, "N");
+         s.AddKnob("NT", Threads(c), "threads over (row block, column block) items");
+         s.AddKnob("MR", {8, 6, 4, 12, 14}, "rows of the register tile");
+         s.AddKnob("NR", {32, 16}, "columns of the register tile (16-lane vectors)");
+         s.AddKnob("KC", {256, 128, 512, 1024}, "depth of a K slice");
+         s.AddKnob("NC", nc, "columns per work item");
+         s.AddKnob("MT", {8, 4, 16, 32}, "register tiles of rows per work item");
+         s.AddConstraint("MR*NR/16 <= 28 (accumulators fit in 32 vector registers)",
+                         [](const Config& c) { return c.at("MR") * c.at("NR") <= 28 * 16; });
+         s.AddConstraint(absl::StrCat("NC <= N=", n, " or the smallest NC >= N"),
+                         [=](const Config& c) { return NotOversized(nc, c.at("NC"), n); });
+       },
+       [](const v1::Workload& w) {
+         return std::vector<std::pair<std::string, int64_t>>{{"EPI", EpilogueCode(w.epilogue())}};
+       }});
   d.push_back({"cpu-gemm-epilogue", v1::GEMM, kKilnCpuGemmEpilogueSource,
                [](const v1::Workload& w) {
                  return EpilogueCode(w.epilogue()) >= 0 && (w.dtype() == v1::BF16 || IsFp32(w));
@@ -94,6 +119,30 @@ std::vector<OpDef> Defs() {
                [](const v1::Workload& w) {
                  return std::vector<std::pair<std::string, int64_t>>{
                      {"EPI", EpilogueCode(w.epilogue())}, {"WBF16", w.dtype() == v1::BF16 ? 1 : 0}};
+               }});
+  d.push_back({"cpu-gemm-quant", v1::GEMM, kKilnCpuGemmQuantSource,
+               [](const v1::Workload& w) {
+                 return EpilogueCode(w.epilogue()) >= 0 && IsQuantized(w.dtype());
+               },
+               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+                 const std::vector<int64_t> mr = {1, 2, 4}, nb = {64, 32, 128, 256, 16};
+                 const int64_t rows = Dim(w, "M"), n = Dim(w, "N");
+                 s.AddKnob("NT", Threads(c), "threads over column blocks");
+                 s.AddKnob("NB", nb, "columns per block (16-column strips, one thread's unit)");
+                 s.AddKnob("MR", mr, "rows of activations per pass over a strip");
+                 s.AddKnob("AQ", {1, 0},
+                           "1: activations quantized to int8 per group, VNNI dot products; 0: "
+                           "weights widened to fp32, FMAs on fp32 activations");
+                 s.AddKnob("PF", {0, 512, 1024, 2048}, "bytes ahead the weights are prefetched");
+                 s.AddConstraint(
+                     absl::StrCat("MR <= rows=", rows, " or the smallest MR >= rows"),
+                     [=](const Config& c) { return NotOversized(mr, c.at("MR"), rows); });
+                 s.AddConstraint(absl::StrCat("NB <= N=", n, " or the smallest NB >= N"),
+                                 [=](const Config& c) { return NotOversized(nb, c.at("NB"), n); });
+               },
+               [](const v1::Workload& w) {
+                 return std::vector<std::pair<std::string, int64_t>>{
+                     {"EPI", EpilogueCode(w.epilogue())}, {"QBITS", w.dtype() == v1::INT4 ? 4 : 8}};
                }});
   d.push_back({"cpu-rmsnorm", v1::RMSNORM, kKilnCpuRmsnormSource,
                [](const v1::Workload& w) {

@@ -11,6 +11,7 @@
 #include "hardware/buffers.h"
 #include "hardware/reference/gemm_reference.h"
 #include "hardware/reference/model_ops_reference.h"
+#include "hardware/reference/quant_format.h"
 
 namespace kiln::hardware {
 namespace {
@@ -75,6 +76,13 @@ void FillArg(const ArgSpec& spec, void* data, uint64_t seed, int experts, int to
         } while (dup);
         p[t + k] = e;
       }
+    return;
+  }
+  if (spec.elem == Elem::kQuant) {  // uniform weights, quantized
+    std::vector<float> w(static_cast<size_t>(spec.quant_k * spec.quant_n));
+    FillUniform(w.data(), w.size(), seed);
+    QuantizeWeights(w.data(), spec.quant_k, spec.quant_n, spec.quant_bits,
+                    static_cast<uint8_t*>(data));
     return;
   }
   std::vector<float> tmp;
@@ -148,6 +156,31 @@ absl::StatusOr<OpCase> MakeOpCase(const v1::Workload& w) {
     case v1::GEMM: {
       const long long M = d("M"), Nn = d("N"), K = d("K");
       c.dims = {M, Nn, K};
+      if (codegen::IsQuantized(w.dtype())) {
+        ArgSpec b = In("W", QuantPlainBytes(K, Nn), Elem::kQuant);
+        b.quant_k = K, b.quant_n = Nn, b.quant_bits = w.dtype() == v1::INT4 ? 4 : 8;
+        c.args = {In("A", N({M, K})), b, In("bias", Nn), In("R", N({M, Nn})), Out("C", N({M, Nn}))};
+        // Exact semantics on the dequantized weights: the activations either as given (AQ=0) or
+        // quantized per group of 32 the way the kernels do it (AQ=1); either must hold tightly.
+        c.check = [=](const auto& in, const auto& out) {
+          const std::vector<float> wd =
+              DequantizeWeights(static_cast<const uint8_t*>(in[1]), K, Nn);
+          const std::vector<float> aq = QuantizeActivationsLikeKernel(F(in[0]), M, K);
+          OpCheck first;
+          for (const float* a : {F(in[0]), aq.data()}) {
+            std::vector<double> ref(N({M, Nn})), mag(ref.size());
+            ReferenceGemmEpilogue(M, Nn, K, a, wd.data(), nullptr, F(in[2]), F(in[3]), epi,
+                                  ref.data(), mag.data());
+            OpCheck check =
+                Compare("C", F(out[4]), ref.data(), ref.size(), kGemmRelTol, 1e-6, mag.data());
+            if (check.ok) return check;
+            if (a == F(in[0])) first = check;
+          }
+          first.message += " (nor within tolerance of the activations quantized per group)";
+          return first;
+        };
+        return c;
+      }
       c.args = {In("A", N({M, K})), In("B", N({K, Nn}), bf16 ? Elem::kBF16 : Elem::kF32),
                 In("bias", Nn), In("R", N({M, Nn})), Out("C", N({M, Nn}))};
       c.check = [=](const auto& in, const auto& out) {

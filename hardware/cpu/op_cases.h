@@ -12,7 +12,8 @@
 
 namespace kiln::hardware {
 
-enum class Elem { kF32, kBF16, kI32 };
+// kQuant: bytes of a quantized weight matrix in the plain layout (reference/quant_format.h).
+enum class Elem { kF32, kBF16, kI32, kQuant };
 // How an argument is filled before a call: uniform [-1,1), negative (-(0..1], Mamba's A),
 // positions (0..4095), distinct experts per token (< E), or NaN (outputs, verified written).
 enum class Fill { kUniform, kNegative, kPositions, kExperts, kNaN };
@@ -23,7 +24,10 @@ struct ArgSpec {
   Elem elem = Elem::kF32;
   Fill fill = Fill::kUniform;
   bool inout = false;  // an input the operator updates in place (residual, state, rope's x)
-  size_t Bytes() const { return count * (elem == Elem::kBF16 ? 2 : 4); }
+  // kQuant: the matrix's K x N and bits (8 or 4); filled by quantizing uniform weights.
+  int64_t quant_k = 0, quant_n = 0;
+  int quant_bits = 0;
+  size_t Bytes() const { return count * (elem == Elem::kBF16 ? 2 : elem == Elem::kQuant ? 1 : 4); }
 };
 
 struct OpCheck {

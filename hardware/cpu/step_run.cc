@@ -12,6 +12,7 @@
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/reference/model_ops_reference.h"
+#include "hardware/reference/quant_format.h"
 
 namespace kiln::hardware {
 namespace {
@@ -50,22 +51,29 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
     }
   };
   // The LibTorch step holds its weights as a PyTorch model does: [N,K] per nn.Linear.
-  auto linear = [&](const v1::Workload& w, const void* weight) {
-    if (linear_.count(weight)) return;
+  auto linear = [&](const v1::Workload& w, const void* key) {
+    if (linear_.count(key)) return;
+    const void* weight = key;
     const size_t N = w.dims().at("N"), K = w.dims().at("K");
-    void* t = Floats(bf16_ ? (N * K + 1) / 2 : N * K);
+    const bool bf16 = w.dtype() == v1::BF16;
+    void* t = Floats(bf16 ? (N * K + 1) / 2 : N * K);
+    std::vector<float> dequantized;  // quantized weights: LibTorch gets them in fp32
+    if (codegen::IsQuantized(w.dtype())) {
+      dequantized = DequantizeWeights(static_cast<const uint8_t*>(weight), K, N);
+      weight = dequantized.data();
+    }
     constexpr size_t kBlock = 64;  // cache-blocked: a weight can be hundreds of MB
     for (size_t k0 = 0; k0 < K; k0 += kBlock)
       for (size_t n0 = 0; n0 < N; n0 += kBlock)
         for (size_t k = k0; k < std::min(K, k0 + kBlock); ++k)
           for (size_t n = n0; n < std::min(N, n0 + kBlock); ++n) {
-            if (bf16_)
+            if (bf16)
               static_cast<uint16_t*>(t)[n * K + k] =
                   static_cast<const uint16_t*>(weight)[k * N + n];
             else
               static_cast<float*>(t)[n * K + k] = static_cast<const float*>(weight)[k * N + n];
           }
-    linear_[weight] = t;
+    linear_[key] = t;
   };
   for (Layer& l : layer_)
     for (const auto& op : graph_.layer)
@@ -90,7 +98,7 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
           if (op.workload.op() != v1::MOE_GEMM) continue;
           const size_t K = op.workload.dims().at("K"), N = op.workload.dims().at("N");
           FillWeight(l.w[op.role], e * K * N, K * N, 1.0f / std::sqrt(static_cast<float>(K)),
-                     bf16_);
+                     op.workload.dtype() == v1::BF16);
         }
         l.filled_experts.insert(e);
         any = true;
@@ -118,9 +126,10 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
     if (op.workload.op() == v1::GEMM && onednn_linear_) return done(OnednnGemm(op, args));
     if (op.workload.op() == v1::GEMM && linear_.count(args[1])) {
       args[1] = linear_.at(args[1]);
-      return done(torch_baseline::RunLinear(op.workload, dims.data(), args.data()));
+      return done(torch_baseline::RunLinear(TorchWorkload(op.workload), dims.data(), args.data()));
     }
-    return done(torch_baseline::RunOp(op.workload, dims.data(), args.data(), params.data()));
+    return done(
+        torch_baseline::RunOp(TorchWorkload(op.workload), dims.data(), args.data(), params.data()));
   }
   const StepKernel* k = kernels_.at(codegen::WorkloadKey(op.workload));
   if (k->op) {
@@ -143,10 +152,14 @@ absl::Status StepState::OnednnGemm(const codegen::StepOp& op, const std::vector<
   const int M = d.at("M"), N = d.at("N"), K = d.at("K");
   auto it = onednn_.find(args[1]);
   if (it == onednn_.end()) {
-    ASSIGN_OR_RETURN(auto mm, cpu_baselines::OnednnMatmul::Create(M, N, K, bf16_));
+    ASSIGN_OR_RETURN(auto mm,
+                     cpu_baselines::OnednnMatmul::Create(M, N, K, op.workload.dtype() == v1::BF16));
     OnednnLinear l;
     l.packed = Floats((mm->PackedBytes() + 3) / 4);
-    mm->Pack(args[1], l.packed);
+    if (codegen::IsQuantized(op.workload.dtype()))  // oneDNN gets the dequantized weights
+      mm->Pack(DequantizeWeights(static_cast<const uint8_t*>(args[1]), K, N).data(), l.packed);
+    else
+      mm->Pack(args[1], l.packed);
     l.matmul = std::shared_ptr<cpu_baselines::OnednnMatmul>(std::move(mm));
     it = onednn_.emplace(args[1], l).first;
   }
@@ -277,7 +290,10 @@ absl::StatusOr<std::pair<double, double>> StepState::Run(bool kiln) {
     for (int64_t i = 0; i < hid; ++i) {
       const size_t e = static_cast<size_t>(i) * V + tokens_[t];
       x_[t * hid + i] =
-          bf16_ ? Bf16ToFloat(static_cast<uint16_t*>(head_)[e]) : static_cast<float*>(head_)[e];
+          head_dtype_ == v1::BF16 ? Bf16ToFloat(static_cast<uint16_t*>(head_)[e])
+          : codegen::IsQuantized(head_dtype_)
+              ? DequantizedWeight(static_cast<const uint8_t*>(head_), hid, V, i, tokens_[t])
+              : static_cast<float*>(head_)[e];
     }
   for (int l = 0; l < layers_; ++l) RETURN_IF_ERROR(RunLayer(l, kiln));
   const auto t1 = Clock::now();

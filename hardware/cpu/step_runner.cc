@@ -129,7 +129,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   const int L = req.arch().layers(), n = state->layers();
   const double factor = static_cast<double>(L) / n;
   // The bound: the whole model's weight and KV bytes at the read bandwidth of the same moment.
-  const double bytes = codegen::StepBytesRead(state->graph(), req.dtype());
+  const double bytes = codegen::StepBytesRead(state->graph());
   ASSIGN_OR_RETURN(auto sweep, ReadSweep::Create(size_t{512} << 20, std::max(1, chip.cores())));
   std::vector<double> ks, ts, bws, tbws, fractions, tfractions;
   // One backend's block: a warm-up step, then whole steps until the samples or the time run out,

@@ -14,6 +14,7 @@
 #include "hardware/cpu/op_cases.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/reference/model_ops_reference.h"
+#include "hardware/reference/quant_format.h"
 
 namespace kiln::hardware {
 namespace {
@@ -29,7 +30,6 @@ absl::StatusOr<std::unique_ptr<StepState>> StepState::Create(const v1::StepReque
   std::unique_ptr<StepState> s(new StepState());
   s->req_ = req;
   s->seed_ = seed;
-  s->bf16_ = req.dtype() == v1::BF16;
   const v1::ModelArch& a = req.arch();
   ASSIGN_OR_RETURN(s->graph_, codegen::BuildStepGraph(a, req.phase(), req.batch(), req.context(),
                                                       req.prefill_tokens(), req.dtype()));
@@ -44,11 +44,11 @@ absl::StatusOr<std::unique_ptr<StepState>> StepState::Create(const v1::StepReque
       const v1::Workload& w = op.workload;
       if (w.op() == v1::GEMM) {
         const int64_t K = Dim(w, "K"), N = Dim(w, "N");
-        l.w[op.role] = s->Weight(K * N, 1.0f / std::sqrt(static_cast<float>(K)), s->bf16_);
+        l.w[op.role] = s->GemmWeight(w, 1.0f / std::sqrt(static_cast<float>(K)));
         if (w.epilogue() == "bias") l.bias[op.role] = static_cast<float*>(s->Weight(N, 0.1f));
       } else if (w.op() == v1::MOE_GEMM) {  // experts are filled once the router picks them
         const int64_t K = Dim(w, "K"), N = Dim(w, "N");
-        l.w[op.role] = s->Weight(Dim(w, "E") * K * N, 0, s->bf16_, false);
+        l.w[op.role] = s->Weight(Dim(w, "E") * K * N, 0, w.dtype() == v1::BF16, false);
       } else if (w.op() == v1::MOE_ROUTER) {
         l.router = static_cast<float*>(s->Weight(hid * Dim(w, "E"), 1.0f / std::sqrt(hid * 1.0f)));
       } else if (w.op() == v1::ATTENTION_DECODE) {
@@ -73,7 +73,11 @@ absl::StatusOr<std::unique_ptr<StepState>> StepState::Create(const v1::StepReque
       for (int64_t i = 0; i < hid; ++i) (*n)[i] += 1.0f;
     }
   }
-  s->head_ = s->Weight(hid * a.vocab(), 1.0f / std::sqrt(static_cast<float>(hid)), s->bf16_);
+  for (const auto& op : s->graph_.tail)
+    if (op.role == "lm_head") {
+      s->head_dtype_ = op.workload.dtype();
+      s->head_ = s->GemmWeight(op.workload, 1.0f / std::sqrt(static_cast<float>(hid)));
+    }
   s->norm_f_ = static_cast<float*>(s->Weight(hid, 0.1f));
   for (int64_t i = 0; i < hid; ++i) s->norm_f_[i] += 1.0f;
   // Activations, sized for the largest use.
@@ -137,6 +141,31 @@ void StepState::FillWeight(void* w, size_t offset, size_t n, float scale, bool b
       for (size_t i = 0; i < m; ++i)
         static_cast<uint16_t*>(w)[offset + done + i] = FloatToBf16(dst[i]);
   }
+}
+
+void* StepState::GemmWeight(const v1::Workload& w, float scale) {
+  const int64_t K = Dim(w, "K"), N = Dim(w, "N");
+  if (!codegen::IsQuantized(w.dtype())) return Weight(K * N, scale, w.dtype() == v1::BF16);
+  // Quantized a group of 32 rows at a time (its scales need the whole group).
+  const int bits = w.dtype() == v1::INT4 ? 4 : 8;
+  uint8_t* plain = reinterpret_cast<uint8_t*>(Floats((QuantPlainBytes(K, N) + 3) / 4));
+  std::vector<float> rows(kQuantGroup * N);
+  std::vector<uint8_t> slab(QuantPlainBytes(kQuantGroup, N));
+  for (int64_t g = 0; g < K / kQuantGroup; ++g) {
+    FillUniform(rows.data(), rows.size(),
+                seed_ * 1000003 + g * 7919 + reinterpret_cast<uintptr_t>(plain) % 977);
+    for (float& x : rows) x *= scale;
+    QuantizeWeights(rows.data(), kQuantGroup, N, bits, slab.data());
+    std::memcpy(plain + g * kQuantGroup * N, slab.data(), kQuantGroup * N);
+    std::memcpy(plain + K * N + 2 * g * N, slab.data() + kQuantGroup * N, 2 * N);
+  }
+  return plain;
+}
+
+v1::Workload StepState::TorchWorkload(const v1::Workload& w) {
+  v1::Workload t = w;
+  if (codegen::IsQuantized(w.dtype())) t.set_dtype(v1::FP32);
+  return t;
 }
 
 void* StepState::Weight(size_t n, float scale, bool bf16, bool fill) {

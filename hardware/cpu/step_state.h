@@ -67,6 +67,12 @@ class StepState {
   // n elements, fp32 or (GEMM operands of a bf16 job) bf16, uniform * scale unless !fill.
   void* Weight(size_t n, float scale, bool bf16 = false, bool fill = true);
   void FillWeight(void* w, size_t offset, size_t n, float scale, bool bf16);
+  // A GEMM's K x N weights at the workload's dtype: fp32, bf16, or quantized (plain layout,
+  // hardware/reference/quant_format.h) from uniform * scale.
+  void* GemmWeight(const v1::Workload& w, float scale);
+  // The LibTorch step's view of a weight: a workload computing in fp32 where Kiln's is quantized
+  // (the torch routes get the dequantized weights).
+  static v1::Workload TorchWorkload(const v1::Workload& w);
   absl::Status Call(const codegen::StepOp& op, std::vector<void*> args, std::vector<float> params,
                     bool kiln);
   absl::Status RunLayer(int l, bool kiln);
@@ -74,12 +80,12 @@ class StepState {
   v1::StepRequest req_;
   codegen::StepGraph graph_;
   int layers_ = 0;
-  bool bf16_ = false;
   uint64_t seed_ = 1;
   std::vector<std::pair<void*, size_t>> regions_;  // mmap'd (pointer, bytes)
   std::vector<Layer> layer_;
   std::map<std::string, const StepKernel*> kernels_;  // by workload key
   std::map<const void*, float*> packed_;              // weight -> kernel's packed copy
+  v1::DType head_dtype_ = v1::FP32;                   // the head's (and embedding's) weights
   // weight -> the LibTorch step's copy in nn.Linear's [N,K] layout (as a PyTorch model holds it)
   std::map<const void*, void*> linear_;
   // weight -> its oneDNN matmul and packed copy, made on first use (a warm-up step)

@@ -28,6 +28,12 @@ const Case kCases[] = {
     {"gemm", "M=2,N=64,K=31", "fp32", "gelu"},
     {"gemm", "M=1,N=256,K=128", "bf16", ""},
     {"gemm", "M=9,N=95,K=67", "bf16", "residual"},
+    {"gemm", "M=64,N=96,K=128", "bf16", "bias"},
+    {"gemm", "M=77,N=45,K=67", "bf16", "residual"},
+    {"gemm", "M=1,N=256,K=128", "int8", ""},
+    {"gemm", "M=3,N=77,K=64", "int8", "bias"},
+    {"gemm", "M=5,N=130,K=96", "int4", "residual"},
+    {"gemm", "M=1,N=33,K=32", "int4", "silu"},
     {"rmsnorm", "T=1,D=2048", "fp32", ""},
     {"rmsnorm", "T=3,D=77", "fp32", "residual"},
     {"rope", "T=1,H=32,D=64", "fp32", ""},
@@ -108,6 +114,66 @@ TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
+
+// The quantized GEMM on an odd shape along every path: both formats, activations quantized or
+// not, each row-panel height, with and without prefetch, one column block and several.
+TEST_F(OpKernelsTest, QuantizedGemmEveryPathVerifies) {
+  const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+  for (const char* dtype : {"int8", "int4"}) {
+    auto w = codegen::ParseWorkload("gemm", "M=7,N=45,K=96", dtype);
+    ASSERT_TRUE(w.ok()) << w.status();
+    w->set_epilogue("gelu");
+    auto tmpl = codegen::FindTemplate(*w, "cpu");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    for (int64_t aq : {0, 1})
+      for (int64_t mr : {1, 2, 4})
+        for (int64_t nb : {16, 64}) {
+          const codegen::Config c = {
+              {"NT", traits.cores}, {"NB", nb}, {"MR", mr}, {"AQ", aq}, {"PF", mr == 2 ? 512 : 0}};
+          auto kernel = (*tmpl)->Render(*w, c, traits);
+          ASSERT_TRUE(kernel.ok()) << kernel.status();
+          auto compiled = device_->Compile(*kernel);
+          ASSERT_TRUE(compiled.ok()) << compiled.status();
+          v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
+          EXPECT_EQ(m.status(), v1::OK)
+              << dtype << " " << codegen::ConfigKey(c) << ": " << m.message();
+        }
+  }
+}
+
+// The register-blocked bf16 GEMM on an odd shape (K odd, ragged row and column tiles) along its
+// paths: both tile widths, several K slices, one and several row tiles per work item.
+TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
+  const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+  auto w = codegen::ParseWorkload("gemm", "M=71,N=83,K=301", "bf16");
+  ASSERT_TRUE(w.ok()) << w.status();
+  w->set_epilogue("silu");
+  auto tmpl = codegen::FindTemplate(*w, "cpu");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  ASSERT_EQ((*tmpl)->name(), "cpu-gemm-bf16");
+  for (int64_t nr : {16, 32})
+    for (int64_t mr : {4, 6, 14})
+      for (int64_t kc : {128, 1024}) {
+        if (mr * nr > 28 * 16) continue;
+        const codegen::Config c = {{"NT", traits.cores}, {"MR", mr},  {"NR", nr},
+                                   {"KC", kc},           {"NC", 128}, {"MT", mr == 4 ? 4 : 8}};
+        auto kernel = (*tmpl)->Render(*w, c, traits);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto compiled = device_->Compile(*kernel);
+        ASSERT_TRUE(compiled.ok()) << compiled.status();
+        v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
+        EXPECT_EQ(m.status(), v1::OK) << codegen::ConfigKey(c) << ": " << m.message();
+      }
+}
+
+// K must be whole groups of 32 for a quantized format: refused, naming K and the group.
+TEST(QuantizedGemmTest, KNotAMultipleOfTheGroupIsRefused) {
+  auto w = codegen::ParseWorkload("gemm", "M=1,N=64,K=100", "int4");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("K=100 is not a multiple of int4's group of 32"),
+            std::string::npos)
+      << w.status();
+}
 
 // Attention decode's vector path at its corners: both vector widths, prefetch on and off and
 // near a chunk's end, chunks shorter than a block and empty ones (SPLIT=32 over 37 positions),

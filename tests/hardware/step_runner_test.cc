@@ -10,6 +10,7 @@
 #include "codegen/workload.h"
 #include "gtest/gtest.h"
 #include "hardware/device.h"
+#include "hardware/reference/step_tolerance.h"
 
 namespace kiln::hardware {
 namespace {
@@ -105,6 +106,26 @@ INSTANTIATE_TEST_SUITE_P(Models, StepRunnerTest,
                                            std::make_tuple("mixtral", "decode", 2),
                                            std::make_tuple("mamba", "decode", 1),
                                            std::make_tuple("mamba", "prefill", 2)));
+
+// int8 and int4 weights: Kiln's quantized kernels (activations quantized per group by their safe
+// default) against LibTorch on the dequantized weights, within the step tolerance of the dtype.
+// MoE experts run in bf16 and a GEMM whose K is not whole groups (mamba's dt_proj) in fp32.
+TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
+  for (v1::DType dtype : {v1::INT8, v1::INT4})
+    for (const char* family : {"llama", "mixtral", "mamba"}) {
+      auto out = RunCpuStepOnce(Request(Tiny(family), "decode", 1, dtype), device_->Fingerprint());
+      ASSERT_TRUE(out.ok()) << family << ": " << out.status();
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < out->kiln.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(out->kiln[i])) << i;
+        diff = std::max(diff, static_cast<double>(std::fabs(out->kiln[i] - out->torch[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(out->torch[i])));
+      }
+      EXPECT_GT(scale, 0);
+      EXPECT_LT(diff, StepTolerance(dtype) * scale)
+          << family << " " << codegen::DTypeName(dtype) << " max diff " << diff;
+    }
+}
 
 TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::BF16);

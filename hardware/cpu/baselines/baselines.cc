@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "hardware/cpu/baselines/vendor_gemm.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/reference/quant_format.h"
 
 namespace kiln::hardware::cpu_baselines {
 namespace {
@@ -19,6 +20,9 @@ bool PlainGemm(const v1::Workload& w) {
 }
 bool PlainBf16Gemm(const v1::Workload& w) {
   return w.op() == v1::GEMM && w.dtype() == v1::BF16 && w.epilogue().empty();
+}
+bool QuantGemm(const v1::Workload& w) {
+  return w.op() == v1::GEMM && (w.dtype() == v1::INT8 || w.dtype() == v1::INT4);
 }
 // Operators whose LibTorch implementation spends its time in BLAS calls.
 bool CallsBlas(const v1::Workload& w) {
@@ -78,10 +82,13 @@ std::vector<Route> GemmRoutes(const v1::Workload& w, const std::vector<int>& cou
 // A GEMM as a PyTorch model runs it (torch_baseline::RunLinear: weights in nn.Linear's [N,K],
 // transposed once at load time), its intra-op pool at each thread count with OpenBLAS at one,
 // and one intra-op thread with OpenBLAS's pool at all cores.
-void AddTorchLinear(std::vector<Route>& routes, const v1::Workload& w,
-                    const std::vector<int>& counts) {
-  const bool bf16 = w.dtype() == v1::BF16;
-  auto prepare = [w, bf16](int torch_threads, int blas_threads) -> absl::StatusOr<RouteCall> {
+// Quantized weights (int8, int4) are dequantized to fp32 at load time: the same arithmetic at
+// full precision, which is what LibTorch offers for Kiln's group-wise formats.
+void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vector<int>& counts) {
+  const bool bf16 = w.dtype() == v1::BF16, quant = QuantGemm(w);
+  if (quant) w.set_dtype(v1::FP32);
+  auto prepare = [w, bf16, quant](int torch_threads,
+                                  int blas_threads) -> absl::StatusOr<RouteCall> {
     torch_baseline::SetPools(torch_threads, blas_threads);
     RouteCall c;
     c.failed = std::make_shared<absl::Status>();
@@ -91,8 +98,13 @@ void AddTorchLinear(std::vector<Route>& routes, const v1::Workload& w,
     OpPrepack layout;
     const long long elem = bf16 ? 2 : 4;
     layout.bytes = [elem](const long long* d) { return d[1] * d[2] * elem; };
-    layout.pack = [elem](const long long* d, const void* src, void* dst) {
+    layout.pack = [elem, quant](const long long* d, const void* src, void* dst) {
       const long long N = d[1], K = d[2];
+      std::vector<float> dequantized;
+      if (quant) {
+        dequantized = DequantizeWeights(static_cast<const uint8_t*>(src), K, N);
+        src = dequantized.data();
+      }
       auto* in = static_cast<const char*>(src);
       auto* out = static_cast<char*>(dst);
       for (long long k = 0; k < K; ++k)
@@ -177,9 +189,39 @@ std::vector<Route> TorchRoutes(const v1::Workload& w, const std::vector<int>& co
   return routes;
 }
 
+// Quantized GEMM: oneDNN's packed fp32 matmul and LibTorch's linear on the dequantized weights.
+std::vector<Route> QuantGemmRoutes(const v1::Workload& w, const std::vector<int>& counts) {
+  const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
+  std::vector<Route> routes;
+  if (w.epilogue().empty())
+    routes.push_back(
+        {"onednn-packed-dequantized", "fp32", counts,
+         [M, N, K](int t) -> absl::StatusOr<RouteCall> {
+           SetOpenMpThreads(t);
+           auto mm = OnednnMatmul::Create(M, N, K, false);
+           if (!mm.ok()) return mm.status();
+           std::shared_ptr<OnednnMatmul> p = std::move(*mm);
+           RouteCall c;
+           c.op = [p](const long long*, void* const* a, const float*) {
+             p->Run(static_cast<const float*>(a[0]), a[1], static_cast<float*>(a[4]));
+           };
+           OpPrepack pack;
+           pack.bytes = [p](const long long*) { return p->PackedBytes(); };
+           pack.pack = [p](const long long* d, const void* src, void* dst) {
+             p->Pack(DequantizeWeights(static_cast<const uint8_t*>(src), d[2], d[1]).data(), dst);
+           };
+           c.op_pack = pack;
+           c.state = p;
+           return c;
+         }});
+  AddTorchLinear(routes, w, counts);
+  return routes;
+}
+
 }  // namespace
 
 std::vector<Route> Routes(const v1::Workload& w, const std::vector<int>& threads) {
+  if (QuantGemm(w)) return QuantGemmRoutes(w, threads);
   if (PlainGemm(w)) return GemmRoutes(w, threads);
   if (PlainBf16Gemm(w)) return Bf16GemmRoutes(w, threads);
   return TorchRoutes(w, threads);
@@ -194,6 +236,7 @@ void QuietPools() {
 std::string DefaultName(const v1::Workload& w) {
   if (PlainGemm(w)) return w.dims().at("M") == 1 ? "openblas-sgemv" : "onednn-packed";
   if (PlainBf16Gemm(w)) return "onednn-bf16-packed";
+  if (QuantGemm(w)) return absl::StrCat(torch_baseline::Name(), "-linear");
   return torch_baseline::Name();
 }
 

@@ -90,22 +90,48 @@ TEST(PlannerTest, StepBytesReadCountEachWeightOnceAndTheCache) {
   auto plan = PlanModelJob(Preset("tinyllama-1.1b"));
   ASSERT_TRUE(plan.ok());
   const double kv = 22.0 * 2 * 4 * 1024 * 64 * 4, weights = 1100048384.0 - 32000.0 * 2048;
-  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(plan->graph, v1::FP32), 4 * weights + kv);
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(plan->graph), 4 * weights + kv);
   // bf16: GEMM weights at 2 bytes, the norms (2 a layer and the final one) stay fp32.
   auto bf16 = Preset("tinyllama-1.1b");
   bf16.set_dtype(v1::BF16);
   auto b = PlanModelJob(bf16);
   ASSERT_TRUE(b.ok());
   const double norms = (2.0 * 22 + 1) * 2048;
-  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(b->graph, v1::BF16),
-                   2 * (weights - norms) + 4 * norms + kv);
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(b->graph), 2 * (weights - norms) + 4 * norms + kv);
+  // int8 and int4: a byte (half a byte) a weight and a 2-byte scale per 32 weights.
+  for (auto [dtype, per_weight] : {std::pair{v1::INT8, 1.0625}, std::pair{v1::INT4, 0.5625}}) {
+    auto q = Preset("tinyllama-1.1b");
+    q.set_dtype(dtype);
+    auto p = PlanModelJob(q);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_DOUBLE_EQ(codegen::StepBytesRead(p->graph),
+                     per_weight * (weights - norms) + 4 * norms + kv);
+  }
   // mixtral, one token: 2 of the 8 experts' three matrices a layer.
   auto m = PlanModelJob(Preset("mixtral-8x7b"));
   ASSERT_TRUE(m.ok());
   const double experts = 32.0 * 8 * 3 * 14336 * 4096, unused = experts * 6 / 8;
   const double mkv = 32.0 * 2 * 8 * 1024 * 128 * 4;
-  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(m->graph, v1::FP32),
+  EXPECT_DOUBLE_EQ(codegen::StepBytesRead(m->graph),
                    4 * (46702792704.0 - 32000.0 * 4096 - unused) + mkv);
+}
+
+// A quantized dtype applies where it can: GEMMs with K in whole groups of 32. mamba-130m's
+// dt_proj (K = dt_rank = 48) stays fp32, mixtral's experts run in bf16 (no quantized grouped GEMM).
+TEST(PlannerTest, QuantizedDtypeFallsBackWhereItCannotApply) {
+  for (const char* model : {"mamba-130m", "mixtral-8x7b", "tinyllama-1.1b"}) {
+    auto spec = Preset(model);
+    spec.set_dtype(v1::INT4);
+    auto plan = PlanModelJob(spec);
+    ASSERT_TRUE(plan.ok()) << model << ": " << plan.status();
+    for (const auto& op : plan->graph.layer) {
+      const v1::Workload& w = op.workload;
+      if (w.op() == v1::MOE_GEMM) EXPECT_EQ(w.dtype(), v1::BF16) << model << " " << op.role;
+      if (w.op() != v1::GEMM) continue;
+      EXPECT_EQ(w.dtype(), w.dims().at("K") % 32 == 0 ? v1::INT4 : v1::FP32)
+          << model << " " << op.role;
+    }
+  }
 }
 
 constexpr char kQwen2[] = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",

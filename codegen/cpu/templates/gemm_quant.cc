@@ -1,0 +1,311 @@
+// Kiln CPU GEMM with quantized weights (int8 or int4, one fp16 scale per 32 weights along K) and a
+// fused epilogue, shaped for decode-sized M and usable at any M.
+//
+//   C[M,N] = epilogue(A[M,K] * W[K,N]); A and C fp32; W quantized (QBITS 8 or 4), K % 32 == 0.
+//   EPI 0 none | 1 bias: + bias[N] | 2 silu | 3 gelu (tanh form) | 4 residual: + R[M,N]
+//
+// The weights come in Kiln's plain quantized layout (hardware/reference/quant_format.h) and are
+// packed ahead of time (kiln_op_prepack) into strips of 16 columns, one 32-bit lane per column:
+// per strip and group of 32 k, int8: 8 chunks of 64 bytes, chunk c lane l holding
+// W[g*32+4c .. +3][16j+l] as u8 = q + 128; int4: 4 chunks, chunk c lane l byte s holding
+// W[g*32+4c+s] in its low nibble and W[g*32+16+4c+s] in its high one, as q + 8; then the group's
+// 16 fp16 scales. A strip is one contiguous stream; so is a block of NB/16 strips.
+//
+// Knobs (compile-time):
+//   AQ   1: activations quantized on the fly to int8 per row and group of 32 (scale max|x|/127),
+//        the products summed exactly in int32 by VNNI dot products (vpdpbusd: u8 weights times
+//        s8 activations; the weights' offset removed with the group's activation sum), one
+//        float multiply-add per group; 0: the weights widened to fp32 in registers and FMAs on
+//        the fp32 activations (exact activations, ~5 instructions per 16 products)
+//   NB   columns per work item (a multiple of 16)
+//   MR   rows of A per pass over a strip (1, 2, 4): more rows reuse each loaded weight chunk
+//   NT   threads over the column blocks
+//   PF   bytes ahead of the current chunk that the weight stream is prefetched (0: none)
+// Without AVX512-VNNI (and AVX512BW) the same layout runs through portable loops the compiler
+// vectorizes for the host (AVX2 and older): correct, not tuned.
+// ABI: kiln_op(dims {M,N,K}, args {A, packed W, bias, R, C}, params {}).
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#ifndef QBITS
+#define QBITS 8
+#endif
+#ifndef AQ
+#define AQ 1
+#endif
+#ifndef NB
+#define NB 64
+#endif
+#ifndef MR
+#define MR 1
+#endif
+#ifndef NT
+#define NT 1
+#endif
+#ifndef PF
+#define PF 0
+#endif
+#ifndef EPI
+#define EPI 0
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define KQ_AVX512 1
+#else
+#define KQ_AVX512 0
+#endif
+
+static_assert(QBITS == 8 || QBITS == 4, "QBITS is 8 or 4");
+static_assert(NB % 16 == 0 && NB >= 16, "NB must be a multiple of 16 columns");
+static_assert(MR >= 1 && MR <= 4, "MR must be in 1..4");
+static_assert(PF >= 0 && PF % 64 == 0, "PF must be a whole number of 64-byte lines");
+
+namespace {
+
+constexpr int kG = 32;                           // weights per group along K
+constexpr int kLanes = 16;                       // columns per strip
+constexpr int kChunks = QBITS == 8 ? 8 : 4;      // 64-byte chunks of weights per group
+constexpr long kGroupBytes = kChunks * 64 + 32;  // weights + 16 fp16 scales
+constexpr int kOffset = QBITS == 8 ? 128 : 8;    // stored value = q + kOffset
+
+inline float Half(uint16_t h) {
+  _Float16 f;
+  memcpy(&f, &h, 2);
+  return (float)f;
+}
+
+inline float Epi(float x, long i, long j, long N, const float* bias, const float* R) {
+#if EPI == 1
+  return x + bias[j];
+#elif EPI == 2
+  return x / (1.0f + kiln_rt::Exp(-x));
+#elif EPI == 3
+  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+#elif EPI == 4
+  return x + R[i * N + j];
+#else
+  (void)i, (void)j, (void)N, (void)bias, (void)R;
+  return x;
+#endif
+}
+
+// The stored (offset) weight of strip-local lane l, group-local k, from one group's bytes.
+inline int Stored(const uint8_t* grp, int l, int k) {
+#if QBITS == 8
+  return grp[(k / 4) * 64 + 4 * l + k % 4];
+#else
+  const int hi = k >= 16, kk = k - 16 * hi;
+  const uint8_t b = grp[(kk / 4) * 64 + 4 * l + kk % 4];
+  return hi ? b >> 4 : b & 15;
+#endif
+}
+
+// Activations of AQ=1: per row and group, int8 values, the fp32 scale, and the int32 sum of the
+// values times the weights' offset (what the u8 x s8 dot product over-counts).
+struct QuantA {
+  int8_t* q = nullptr;
+  float* scale = nullptr;
+  int32_t* offset_sum = nullptr;
+};
+
+void QuantizeRows(const float* A, int M, int K, QuantA* out) {
+  const int G = K / kG;
+  for (long i = 0; i < M; ++i)
+    for (int g = 0; g < G; ++g) {
+      const float* x = A + i * K + g * kG;
+      float amax = 0;
+      for (int k = 0; k < kG; ++k) amax = fmaxf(amax, fabsf(x[k]));
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int k = 0; k < kG; ++k) {
+        const int v = (int)nearbyintf(x[k] * inv);
+        out->q[i * K + g * kG + k] = (int8_t)v;
+        sum += v;
+      }
+      out->scale[i * G + g] = amax / 127.0f;
+      out->offset_sum[i * G + g] = kOffset * sum;
+    }
+}
+
+// acc[r][0..15] = sum over K of A[i0+r] * W[:, strip] for r < mr; `strip` is the strip's first
+// group, its groups kGroupBytes apart.
+void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip, int i0,
+           float acc[MR][kLanes]) {
+  const int G = K / kG;
+#if KQ_AVX512
+  __m512 facc[MR];
+  for (int r = 0; r < MR; ++r) facc[r] = _mm512_setzero_ps();
+  for (int g = 0; g < G; ++g) {
+    const uint8_t* grp = strip + g * kGroupBytes;
+#if PF
+    for (int c = 0; c < kChunks; ++c) _mm_prefetch((const char*)grp + PF + c * 64, _MM_HINT_T0);
+#endif
+    const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(grp + kChunks * 64)));
+#if AQ
+    __m512i w[8];
+#if QBITS == 8
+    for (int c = 0; c < 8; ++c) w[c] = _mm512_loadu_si512(grp + c * 64);
+#else
+    const __m512i lo = _mm512_set1_epi8(15);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i b = _mm512_loadu_si512(grp + c * 64);
+      w[c] = _mm512_and_si512(b, lo);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo);
+    }
+#endif
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      if (r >= mr) break;
+      const long row = (long)(i0 + r);
+      const int8_t* xq = qa.q + row * K + g * kG;
+      // Two dependency chains of four dot products each, not one of eight: at MR=1 the chain's
+      // latency, not the loads, would bound a group.
+      __m512i isum = _mm512_set1_epi32(-qa.offset_sum[row * G + g]), isum2 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 8; c += 2) {
+        int32_t x4, y4;
+        memcpy(&x4, xq + 4 * c, 4);
+        memcpy(&y4, xq + 4 * c + 4, 4);
+        isum = _mm512_dpbusd_epi32(isum, w[c], _mm512_set1_epi32(x4));
+        isum2 = _mm512_dpbusd_epi32(isum2, w[c + 1], _mm512_set1_epi32(y4));
+      }
+      isum = _mm512_add_epi32(isum, isum2);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                _mm512_mul_ps(ws, _mm512_set1_ps(qa.scale[row * G + g])), facc[r]);
+    }
+#else  // AQ == 0: widen the weights to fp32
+    __m512 gacc[MR];
+    for (int r = 0; r < MR; ++r) gacc[r] = _mm512_setzero_ps();
+    const __m512i byte = _mm512_set1_epi32(QBITS == 8 ? 255 : 15);
+    const __m512 off = _mm512_set1_ps((float)kOffset);
+    for (int c = 0; c < kChunks; ++c) {
+      const __m512i b = _mm512_loadu_si512(grp + c * 64);
+#pragma GCC unroll 8
+      for (int h = 0; h < (QBITS == 8 ? 1 : 2); ++h)
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          const int shift = QBITS == 8 ? 8 * s : 8 * s + 4 * h;
+          const __m512 wf = _mm512_sub_ps(
+              _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(b, shift), byte)), off);
+          const int k = QBITS == 8 ? 4 * c + s : 16 * h + 4 * c + s;
+#pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            if (r >= mr) break;
+            gacc[r] =
+                _mm512_fmadd_ps(wf, _mm512_set1_ps(A[(long)(i0 + r) * K + g * kG + k]), gacc[r]);
+          }
+        }
+    }
+    for (int r = 0; r < MR; ++r) facc[r] = _mm512_fmadd_ps(gacc[r], ws, facc[r]);
+#endif  // AQ
+  }
+  for (int r = 0; r < MR; ++r) _mm512_storeu_ps(acc[r], facc[r]);
+#else  // portable: the same arithmetic, lane by lane
+  for (int r = 0; r < MR; ++r)
+    for (int l = 0; l < kLanes; ++l) acc[r][l] = 0;
+  for (int g = 0; g < G; ++g) {
+    const uint8_t* grp = strip + g * kGroupBytes;
+    float ws[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      uint16_t h;
+      memcpy(&h, grp + kChunks * 64 + 2 * l, 2);
+      ws[l] = Half(h);
+    }
+    for (int r = 0; r < mr; ++r) {
+      const long row = (long)(i0 + r);
+      for (int l = 0; l < kLanes; ++l) {
+#if AQ
+        int32_t s = -qa.offset_sum[row * G + g];
+        for (int k = 0; k < kG; ++k) s += Stored(grp, l, k) * (int)qa.q[row * K + g * kG + k];
+        acc[r][l] += (float)s * (ws[l] * qa.scale[row * G + g]);
+#else
+        float s = 0;
+        for (int k = 0; k < kG; ++k)
+          s += (float)(Stored(grp, l, k) - kOffset) * A[row * K + g * kG + k];
+        acc[r][l] += s * ws[l];
+#endif
+      }
+    }
+  }
+#endif
+  (void)A;
+  (void)qa;
+}
+
+}  // namespace
+
+extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
+  (void)params;
+  const int M = (int)d[0], N = (int)d[1], K = (int)d[2];
+  const float* A = (const float*)args[0];
+  const uint8_t* W = (const uint8_t*)args[1];
+  const float* bias = (const float*)args[2];
+  const float* R = (const float*)args[3];
+  float* C = (float*)args[4];
+  const int G = K / kG;
+  const long strip_bytes = (long)G * kGroupBytes;
+  QuantA qa;
+  void* scratch = 0;
+#if AQ
+  scratch = malloc((size_t)M * K + 8 * (size_t)M * G + 64);
+  qa.scale = (float*)scratch;
+  qa.offset_sum = (int32_t*)(qa.scale + (size_t)M * G);
+  qa.q = (int8_t*)(qa.offset_sum + (size_t)M * G);
+  QuantizeRows(A, M, K, &qa);
+#endif
+  const int strips = (N + kLanes - 1) / kLanes, per_block = NB / kLanes;
+  const int blocks = (strips + per_block - 1) / per_block;
+  kiln_rt::ParallelFor(blocks, NT, [&](long jb) {
+    float acc[MR][kLanes] __attribute__((aligned(64)));
+    const int s_end = (int)(jb + 1) * per_block < strips ? (int)(jb + 1) * per_block : strips;
+    for (int s = (int)jb * per_block; s < s_end; ++s) {
+      const uint8_t* strip = W + s * strip_bytes;
+      const int j0 = s * kLanes, nl = N - j0 < kLanes ? N - j0 : kLanes;
+      for (int i0 = 0; i0 < M; i0 += MR) {
+        const int mr = M - i0 < MR ? M - i0 : MR;
+        Strip(mr, K, A, qa, strip, i0, acc);
+        for (int r = 0; r < mr; ++r)
+          for (int l = 0; l < nl; ++l)
+            C[(long)(i0 + r) * N + j0 + l] = Epi(acc[r][l], i0 + r, j0 + l, N, bias, R);
+      }
+    }
+  });
+  free(scratch);
+}
+
+// Bytes of the packed weights: whole strips (N rounded up to 16 columns, zero-padded).
+extern "C" long kiln_op_prepack_bytes(const long long* d) {
+  return (long)((d[1] + kLanes - 1) / kLanes) * (long)(d[2] / kG) * kGroupBytes;
+}
+
+// Packs the plain layout (int8 q[K][N], then fp16 scales [K/32][N]) into strips.
+extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
+  const long N = d[1], K = d[2], G = K / kG, strips = (N + kLanes - 1) / kLanes;
+  const int8_t* q = (const int8_t*)src;
+  const uint16_t* sc = (const uint16_t*)((const uint8_t*)src + K * N);
+  uint8_t* P = (uint8_t*)dst;
+  kiln_rt::ParallelFor(strips, NT, [&](long s) {
+    for (long g = 0; g < G; ++g) {
+      uint8_t* grp = P + (s * G + g) * kGroupBytes;
+      memset(grp, 0, kGroupBytes);
+      for (int l = 0; l < kLanes; ++l) {
+        const long n = s * kLanes + l;
+        if (n >= N) continue;  // padding columns: zero weights (stored offset) and zero scales
+        for (int k = 0; k < kG; ++k) {
+          const int v = q[(g * kG + k) * N + n] + kOffset;
+#if QBITS == 8
+          grp[(k / 4) * 64 + 4 * l + k % 4] = (uint8_t)v;
+#else
+          const int hi = k >= 16, kk = k - 16 * hi;
+          grp[(kk / 4) * 64 + 4 * l + kk % 4] |= (uint8_t)(hi ? v << 4 : v);
+#endif
+        }
+        memcpy(grp + kChunks * 64 + 2 * l, sc + g * N + n, 2);
+      }
+    }
+  });
+}
