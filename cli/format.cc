@@ -178,6 +178,8 @@ nlohmann::ordered_json ChipJson(const v1::ChipFingerprint& chip) {
           {"l3_bytes", chip.l3_bytes()},
           {"memory_bytes", chip.memory_bytes()},
           {"peak_gflops", chip.peak_gflops()},
+          {"peak_bf16_gflops", chip.peak_bf16_gflops()},
+          {"peak_int8_gops", chip.peak_int8_gops()},
           {"read_gbytes_per_s", chip.read_gbytes_per_s()},
           {"compiler", chip.compiler()},
           {"hostname", chip.hostname()}};

@@ -102,7 +102,16 @@ std::string TokensPerSecondText(const v1::Job& job) {
     out += "  (" + FormatFixed(r, 2) + "x" + (r < 1 ? ", SLOWER end to end" : "") + ")";
   }
   out += "\n";
-  if (t.bound() > 0 && t.measured() > 0)
+  if (t.bound() > 0 && t.measured() > 0 && t.bound_kind() == "compute")
+    out += "bound     " + tps(t.bound()) + " at the measured matrix peak of " +
+           FormatFixed(t.peak_gflops(), 1) + " GFLOP/s (" +
+           FormatFixed(t.flops_per_token() / 1e9, 3) + " GFLOP a token): measured is " +
+           FormatFixed(100 * t.bound_fraction(), 0) + "% of it" +
+           (t.baseline_bound_fraction() > 0
+                ? ", the baseline " + FormatFixed(100 * t.baseline_bound_fraction(), 0) + "%"
+                : "") +
+           "\n";
+  else if (t.bound() > 0 && t.measured() > 0)
     out += "bound     " + tps(t.bound()) + " at " + FormatFixed(t.read_gbytes_per_s(), 1) +
            " GB/s read next to the step (" + FormatFixed(t.bytes_per_token() / 1e9, 3) +
            " GB a token: weights, KV cache or state): measured is " +
@@ -415,9 +424,12 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
         {"max_error", t.max_error()},
         {"step_us", Positive(t.step_us())},
         {"baseline_step_us", Positive(t.baseline_step_us())},
-        // the memory-bandwidth bound, read next to the step
+        // decode: the memory-bandwidth bound, read next to the step; prefill: the compute roof
         {"bound",
-         {{"tokens_per_second", Positive(t.bound())},
+         {{"kind", t.bound_kind().empty() ? "memory" : t.bound_kind()},
+          {"tokens_per_second", Positive(t.bound())},
+          {"flops_per_token", Positive(t.flops_per_token())},
+          {"peak_gflops", Positive(t.peak_gflops())},
           {"bytes_per_token", Positive(t.bytes_per_token())},
           {"read_gbytes_per_s", Positive(t.read_gbytes_per_s())},
           {"fraction", Positive(t.bound_fraction())},

@@ -39,6 +39,10 @@ void FillThroughput(const v1::Workload& w, v1::Measurement* m);
 
 // Marks the measurement SUSPECT when it is faster than the chip's measured peak FLOP/s or
 // read bandwidth allows (with headroom for probe error). No-op when the peaks are unknown.
+// The compute peak a workload can reach on `chip` in GFLOP/s: the fp32 FMA peak, or for bf16 and
+// quantized weights the dot-product peak of their instructions (bf16 pairs, int8 quads).
+double ComputePeak(const v1::Workload& w, const v1::ChipFingerprint& chip);
+
 void ApplyRooflineGuard(const v1::Workload& w, const v1::ChipFingerprint& chip, bool warm,
                         v1::Measurement* m);
 

@@ -74,6 +74,8 @@ void MeasurePeaks(const Toolchain& tc, v1::ChipFingerprint* fp) {
     double v = 0;
     if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) continue;
     if (kv[0] == "peak_gflops") fp->set_peak_gflops(v);
+    if (kv[0] == "peak_bf16_gflops") fp->set_peak_bf16_gflops(v);
+    if (kv[0] == "peak_int8_gops") fp->set_peak_int8_gops(v);
     if (kv[0] == "read_gbytes_per_s") fp->set_read_gbytes_per_s(v);
   }
 }

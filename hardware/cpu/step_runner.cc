@@ -24,6 +24,7 @@
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/measure.h"
 #include "hardware/reference/model_ops_reference.h"
 
 namespace kiln::hardware {
@@ -130,6 +131,15 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   const double factor = static_cast<double>(L) / n;
   // The bound: the whole model's weight and KV bytes at the read bandwidth of the same moment.
   const double bytes = codegen::StepBytesRead(state->graph());
+  // Prefill is bound by compute: the step's FLOP at the matrix peak of the GEMMs' dtype.
+  const bool compute_bound = req.phase() == "prefill";
+  double flops = 0, peak = chip.peak_gflops();
+  for (const auto* ops : {&state->graph().layer, &state->graph().tail})
+    for (const auto& op : *ops) {
+      flops += codegen::WorkloadFlops(op.workload) * (ops == &state->graph().layer ? L : 1);
+      if (op.workload.op() == v1::GEMM) peak = std::max(peak, ComputePeak(op.workload, chip));
+    }
+  const double roof_us = compute_bound && peak > 0 ? flops / (peak * 1e3) : 0;
   ASSIGN_OR_RETURN(auto sweep, ReadSweep::Create(size_t{512} << 20, std::max(1, chip.cores())));
   std::vector<double> ks, ts, bws, tbws, fractions, tfractions;
   // One backend's block: a warm-up step, then whole steps until the samples or the time run out,
@@ -148,7 +158,8 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
       if (raw) raw->push_back(t.first + t.second);
       if (bw) {
         bw->push_back(sweep->BestGbps(3));
-        frac->push_back(bytes / (bw->back() * 1e3) / out.back());  // bytes/(GB/s) in us
+        frac->push_back((compute_bound ? roof_us : bytes / (bw->back() * 1e3)) /  // in us
+                        out.back());
       }
       const double elapsed = Us(start, Clock::now()) / 1e6;
       if (static_cast<int>(out.size()) >= max_samples) break;
@@ -238,6 +249,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   r.set_read_gbytes_per_s(median(bws));
   r.set_bytes_per_token(bytes / tokens);
   r.set_bound(r.read_gbytes_per_s() * 1e9 / r.bytes_per_token());
+  r.set_bound_kind(compute_bound ? "compute" : "memory");
+  r.set_flops_per_token(flops / tokens);
+  r.set_peak_gflops(peak);
+  if (compute_bound && peak > 0) r.set_bound(peak * 1e9 / r.flops_per_token());
   r.set_bound_fraction(median(fractions));
   r.set_layers_run(n);
   r.set_layers_total(L);

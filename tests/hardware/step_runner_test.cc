@@ -151,6 +151,24 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   EXPECT_NEAR(res->bound(), res->read_gbytes_per_s() * 1e9 / 207488, 1e-6 * res->bound());
   EXPECT_GT(res->bound_fraction(), 0);
   EXPECT_GE(codegen::DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
+  EXPECT_EQ(res->bound_kind(), "memory");
+}
+
+// Prefill is bound by compute: the bound is the matrix peak over the FLOP a token costs.
+TEST_F(StepRunnerTest, PrefillReportsTheComputeRoof) {
+  v1::StepRequest r = Request(Tiny("llama"), "prefill", 1, v1::BF16);
+  StepOptions opts;
+  opts.max_seconds = 0.2;
+  opts.min_samples = 2;
+  opts.max_samples = 3;
+  auto res = RunCpuStep(r, device_->Fingerprint(), opts);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->bound_kind(), "compute");
+  EXPECT_GE(res->peak_gflops(), device_->Fingerprint().peak_gflops());
+  EXPECT_GT(res->flops_per_token(), 2.0 * 3 * 64 * (64 + 2 * 32 + 64 + 3 * 96));  // the GEMMs
+  EXPECT_NEAR(res->bound(), res->peak_gflops() * 1e9 / res->flops_per_token(), 1e-6 * res->bound());
+  EXPECT_GT(res->bound_fraction(), 0);
+  EXPECT_LT(res->bound_fraction(), 1.5);
 }
 
 }  // namespace

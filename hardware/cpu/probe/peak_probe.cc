@@ -1,9 +1,11 @@
-// Kiln CPU probe: measures peak fp32 FMA throughput and read bandwidth on all cores.
+// Kiln CPU probe: measures peak fp32 FMA throughput, the bf16 and int8 dot products' peaks where
+// the ISA has them, and read bandwidth on all cores.
 //
 // Built by the CPU backend through its normal compile path (-O3 -march=native -fopenmp) and
 // run as a child process, so a fault here cannot take the worker down. Usage:
 //   peak_probe THREADS BUFFER_MIB
-// prints "peak_gflops X" and "read_gbytes_per_s Y".
+// prints "peak_gflops X", "peak_bf16_gflops B", "peak_int8_gops I" (0: no such instructions) and
+// "read_gbytes_per_s Y".
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <sys/mman.h>
 
 #if defined(__AVX512F__)
+#include <immintrin.h>
 #define VW 16
 #define ACCUMULATORS 24  // of 32 vector registers: covers 2 FMA pipes x 4+ cycles latency
 #elif defined(__AVX__)
@@ -48,12 +51,51 @@ static double FmaRate(double seconds, float* sink) {
   return best;
 }
 
-// Sum over all threads, running together, of each thread's best window.
-static double PeakGflops(int threads) {
+// The same for the dot-product instructions: vdpbf16ps (16 lanes x 2 products: 64 FLOP) and
+// vpdpbusd (16 lanes x 4 byte products: 128 int8 OP), ACCUMULATORS independent chains.
+enum DotKind { kBf16, kInt8 };
+static double DotRate(DotKind kind, double seconds, float* sink) {
+#if defined(__AVX512BF16__) && defined(__AVX512VNNI__)
+  __m512 f[ACCUMULATORS];
+  __m512i n[ACCUMULATORS];
+  for (int j = 0; j < ACCUMULATORS; ++j)
+    f[j] = _mm512_set1_ps((float)j), n[j] = _mm512_set1_epi32(j);
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a;  // pairs of bf16 1.0
+  const __m512i u = _mm512_set1_epi8(1), s = _mm512_set1_epi8(1);
+  const long window = 1 << 16;
+  double best = 0;
+  const double start = Now();
+  for (double t0 = start; t0 - start < seconds;) {
+    if (kind == kBf16) {
+      for (long i = 0; i < window; ++i) {
+#pragma GCC unroll 32
+        for (int j = 0; j < ACCUMULATORS; ++j) f[j] = _mm512_dpbf16_ps(f[j], a, b);
+      }
+    } else {
+      for (long i = 0; i < window; ++i) {
+#pragma GCC unroll 32
+        for (int j = 0; j < ACCUMULATORS; ++j) n[j] = _mm512_dpbusd_epi32(n[j], u, s);
+      }
+    }
+    const double t1 = Now();
+    const double rate = (kind == kBf16 ? 64.0 : 128.0) * ACCUMULATORS * window / (t1 - t0);
+    if (rate > best) best = rate;
+    t0 = t1;
+  }
+  for (int j = 0; j < ACCUMULATORS; ++j) *sink += f[j][0] + (float)_mm512_cvtsi512_si32(n[j]);
+  return best;
+#else
+  (void)kind, (void)seconds, (void)sink;
+  return 0;
+#endif
+}
+
+// Sum over all threads, running together, of each thread's best window. kind -1: fp32 FMA.
+static double PeakGflops(int threads, int kind = -1) {
   double total = 0;
   float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total) reduction(+ : sink)
-  total += FmaRate(0.2, &sink);
+  total += kind < 0 ? FmaRate(0.2, &sink) : DotRate((DotKind)kind, 0.1, &sink);
   if (sink == 12345.0f) printf("#");  // keeps the chains alive
   return total / 1e9;
 }
@@ -105,6 +147,8 @@ int main(int argc, char** argv) {
   size_t mib = argc > 2 ? strtoull(argv[2], 0, 10) : 256;
   if (threads < 1) threads = 1;
   printf("peak_gflops %.3f\n", PeakGflops(threads));
+  printf("peak_bf16_gflops %.3f\n", PeakGflops(threads, kBf16));
+  printf("peak_int8_gops %.3f\n", PeakGflops(threads, kInt8));
   printf("read_gbytes_per_s %.3f\n", ReadGbytesPerSecond(threads, mib << 20));
   return 0;
 }
