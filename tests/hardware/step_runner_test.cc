@@ -127,13 +127,18 @@ TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
     }
 }
 
-TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
-  v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::BF16);
+// A timed step of a few samples: enough to check what it reports.
+StepOptions Brief() {
   StepOptions opts;
   opts.max_seconds = 0.2;
   opts.min_samples = 2;
   opts.max_samples = 3;
-  auto res = RunCpuStep(r, device_->Fingerprint(), opts);
+  return opts;
+}
+
+TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
+  v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::BF16);
+  auto res = RunCpuStep(r, device_->Fingerprint(), Brief());
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_GT(res->measured(), 0);
   EXPECT_GT(res->baseline_measured(), 0);
@@ -157,11 +162,7 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
 // Prefill is bound by compute: the bound is the matrix peak over the FLOP a token costs.
 TEST_F(StepRunnerTest, PrefillReportsTheComputeRoof) {
   v1::StepRequest r = Request(Tiny("llama"), "prefill", 1, v1::BF16);
-  StepOptions opts;
-  opts.max_seconds = 0.2;
-  opts.min_samples = 2;
-  opts.max_samples = 3;
-  auto res = RunCpuStep(r, device_->Fingerprint(), opts);
+  auto res = RunCpuStep(r, device_->Fingerprint(), Brief());
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->bound_kind(), "compute");
   EXPECT_GE(res->peak_gflops(), device_->Fingerprint().peak_gflops());

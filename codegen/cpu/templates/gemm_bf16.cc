@@ -77,18 +77,7 @@ inline float FromBf16(uint16_t h) {
 }
 
 inline float Epi(float x, long i, long j, long N, const float* bias, const float* R) {
-#if EPI == 1
-  return x + bias[j];
-#elif EPI == 2
-  return x / (1.0f + kiln_rt::Exp(-x));
-#elif EPI == 3
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-#elif EPI == 4
-  return x + R[i * N + j];
-#else
-  (void)i, (void)j, (void)N, (void)bias, (void)R;
-  return x;
-#endif
+  return kiln_rt::Epilogue<EPI>(x, i, j, N, bias, R);
 }
 
 // acc[r][c] (+)= sum over pairs p in [0, np) of A pair (row r) . B pair (column c); `a` points

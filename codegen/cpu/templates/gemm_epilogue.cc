@@ -13,11 +13,10 @@
 // gives NB-wide runs N apart, each on its own page, which the prefetcher streams less well).
 // ABI: kiln_op(dims {M,N,K}, args {A, B, bias, R, C}, params {}); with PREPACK, B is the buffer
 // kiln_op_prepack filled (kiln_op_prepack_bytes(dims) bytes).
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <math.h>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -87,17 +86,7 @@ inline float LoadB1(const WT* p) {
 }
 
 inline float Epi(float x, long i, long j, long N, const float* bias, const float* R) {
-#if EPI == 1
-  return x + bias[j];
-#elif EPI == 2
-  return x / (1.0f + kiln_rt::Exp(-x));
-#elif EPI == 3
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-#elif EPI == 4
-  return x + R[i * N + j];
-#else
-  return x;
-#endif
+  return kiln_rt::Epilogue<EPI>(x, i, j, N, bias, R);
 }
 
 #if DOT
@@ -115,8 +104,8 @@ void Panel(int mr, int nb, int K, long ld, const float* A, const WT* Bb, int i0,
   const int nv = nb / VW;
   int k = 0;
 #if DOT
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
-                                       8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (; k + 2 <= K; k += 2) {
     const WT* b0 = Bb + k * ld;
     for (int v = 0; v < nv; ++v) {
@@ -203,8 +192,7 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
         }
       for (int i = 0; i < mr; ++i)
         for (int j = 0; j < nb; ++j)
-          C[(long)(i0 + i) * N + j0 + j] =
-              Epi(acc[(long)i * NB + j], i0 + i, j0 + j, N, bias, R);
+          C[(long)(i0 + i) * N + j0 + j] = Epi(acc[(long)i * NB + j], i0 + i, j0 + j, N, bias, R);
     }
   });
   free(apairs);

@@ -79,18 +79,7 @@ inline float Half(uint16_t h) {
 }
 
 inline float Epi(float x, long i, long j, long N, const float* bias, const float* R) {
-#if EPI == 1
-  return x + bias[j];
-#elif EPI == 2
-  return x / (1.0f + kiln_rt::Exp(-x));
-#elif EPI == 3
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-#elif EPI == 4
-  return x + R[i * N + j];
-#else
-  (void)i, (void)j, (void)N, (void)bias, (void)R;
-  return x;
-#endif
+  return kiln_rt::Epilogue<EPI>(x, i, j, N, bias, R);
 }
 
 // The stored (offset) weight of strip-local lane l, group-local k, from one group's bytes.

@@ -247,6 +247,18 @@ inline float Exp(float x) {
   return ExpReduced(x, n) * scale;
 }
 
+// The GEMM templates' fused epilogues, EPI: 0 none | 1 + bias[j] | 2 silu | 3 gelu (tanh form) |
+// 4 + R[i*N + j] (the residual).
+template <int kEpi>
+inline float Epilogue(float x, long i, long j, long N, const float* bias, const float* R) {
+  if (kEpi == 1) return x + bias[j];
+  if (kEpi == 2) return x / (1.0f + Exp(-x));
+  if (kEpi == 3)
+    return 0.5f * x * (1.0f + __builtin_tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  if (kEpi == 4) return x + R[i * N + j];
+  return x;
+}
+
 // Exp on 16 lanes at once (GCC vector extensions: one zmm with AVX-512, two ymm with AVX2, four
 // xmm otherwise), the same clamp, reduction and polynomial. Loops over Exp do not vectorize with
 // GCC 12 (it vectorizes neither floorf nor the clamp's selects there), so the element-wise

@@ -124,26 +124,40 @@ void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vecto
          }});
 }
 
+// oneDNN matmul (fp32 or bf16) as an operator route, its weights packed ahead of time from what
+// `weights` makes of the operand (the operand itself, or its dequantized copy).
+Route OnednnOpRoute(
+    std::string name, int M, int N, int K, bool bf16, const std::vector<int>& counts,
+    std::function<std::shared_ptr<const void>(const long long*, const void*)> weights) {
+  return {std::move(name), bf16 ? "bf16" : "fp32", counts,
+          [M, N, K, bf16, weights](int t) -> absl::StatusOr<RouteCall> {
+            SetOpenMpThreads(t);  // oneDNN plans for the threads it has at creation
+            auto mm = OnednnMatmul::Create(M, N, K, bf16);
+            if (!mm.ok()) return mm.status();
+            std::shared_ptr<OnednnMatmul> p = std::move(*mm);
+            RouteCall c;
+            c.op = [p](const long long*, void* const* a, const float*) {
+              p->Run(static_cast<const float*>(a[0]), a[1], static_cast<float*>(a[4]));
+            };
+            OpPrepack pack;
+            pack.bytes = [p](const long long*) { return p->PackedBytes(); };
+            pack.pack = [p, weights](const long long* d, const void* src, void* dst) {
+              p->Pack(weights(d, src).get(), dst);
+            };
+            c.op_pack = pack;
+            c.state = p;
+            return c;
+          }};
+}
+
 std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>& counts) {
   const int M = w.dims().at("M"), N = w.dims().at("N"), K = w.dims().at("K");
   std::vector<Route> routes;
-  routes.push_back(
-      {"onednn-bf16-packed", "bf16", counts, [M, N, K](int t) -> absl::StatusOr<RouteCall> {
-         SetOpenMpThreads(t);
-         auto mm = OnednnMatmul::Create(M, N, K, true);
-         if (!mm.ok()) return mm.status();
-         std::shared_ptr<OnednnMatmul> p = std::move(*mm);
-         RouteCall c;
-         c.op = [p](const long long*, void* const* a, const float*) {
-           p->Run(static_cast<const float*>(a[0]), a[1], static_cast<float*>(a[4]));
-         };
-         OpPrepack pack;
-         pack.bytes = [p](const long long*) { return p->PackedBytes(); };
-         pack.pack = [p](const long long*, const void* src, void* dst) { p->Pack(src, dst); };
-         c.op_pack = pack;
-         c.state = p;
-         return c;
-       }});
+  routes.push_back(OnednnOpRoute("onednn-bf16-packed", M, N, K, true, counts,
+                                 [](const long long*, const void* src) {  // as it is
+                                   return std::shared_ptr<const void>(std::shared_ptr<const void>(),
+                                                                      src);
+                                 }));
   AddTorchLinear(routes, w, counts);
   return routes;
 }
@@ -195,25 +209,12 @@ std::vector<Route> QuantGemmRoutes(const v1::Workload& w, const std::vector<int>
   std::vector<Route> routes;
   if (w.epilogue().empty())
     routes.push_back(
-        {"onednn-packed-dequantized", "fp32", counts,
-         [M, N, K](int t) -> absl::StatusOr<RouteCall> {
-           SetOpenMpThreads(t);
-           auto mm = OnednnMatmul::Create(M, N, K, false);
-           if (!mm.ok()) return mm.status();
-           std::shared_ptr<OnednnMatmul> p = std::move(*mm);
-           RouteCall c;
-           c.op = [p](const long long*, void* const* a, const float*) {
-             p->Run(static_cast<const float*>(a[0]), a[1], static_cast<float*>(a[4]));
-           };
-           OpPrepack pack;
-           pack.bytes = [p](const long long*) { return p->PackedBytes(); };
-           pack.pack = [p](const long long* d, const void* src, void* dst) {
-             p->Pack(DequantizeWeights(static_cast<const uint8_t*>(src), d[2], d[1]).data(), dst);
-           };
-           c.op_pack = pack;
-           c.state = p;
-           return c;
-         }});
+        OnednnOpRoute("onednn-packed-dequantized", M, N, K, false, counts,
+                      [](const long long* d, const void* src) -> std::shared_ptr<const void> {
+                        auto wd = std::make_shared<std::vector<float>>(
+                            DequantizeWeights(static_cast<const uint8_t*>(src), d[2], d[1]));
+                        return std::shared_ptr<const void>(wd, wd->data());
+                      }));
   AddTorchLinear(routes, w, counts);
   return routes;
 }
