@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "codegen/model_graph.h"
+#include "codegen/workload.h"
 #include "common/subprocess.h"
 #include "workers/trial_child.h"
 #include "workers/worker.h"
@@ -342,7 +343,12 @@ TrialOutcome RunTrial(hardware::Device& device, const std::string& device_spec,
   out.toolchain = compiled->toolchain;
   req.set_artifact(compiled->artifact);
   req.set_entry(compiled->entry);
-  out.measurement = server ? server->Run(req, limits) : RunSandboxed(req, limits);
+  // The limit grows with the work: every trial is verified twice against a double-precision
+  // reference, which for a prefill GEMM (tens of GFLOP) alone takes longer than a decode
+  // kernel's whole trial. 3 s per GFLOP on top of the configured limit.
+  SandboxLimits trial_limits = limits;
+  trial_limits.timeout_seconds += 3.0 * codegen::WorkloadFlops(trial.workload()) / 1e9;
+  out.measurement = server ? server->Run(req, trial_limits) : RunSandboxed(req, trial_limits);
   out.measurement.set_compile_seconds(compiled->compile_seconds);
   return out;
 }
