@@ -59,6 +59,7 @@ absl::StatusOr<v1::JobSpec> ExtendedSpec(const v1::Job& old, const v1::JobSpec& 
 Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* metrics,
                          CoreOptions options)
     : store_(store),
+      commits_(store),
       clock_(clock),
       metrics_(metrics),
       options_(options),
@@ -80,13 +81,42 @@ uint64_t Coordinator::Entropy() { return rng_(); }
 
 absl::Status Coordinator::WriteLocked(const WriteBatch& batch) {
   if (batch.empty()) return absl::OkStatus();
-  absl::Status written = store_->Write(batch);
+  ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(batch));
+  absl::Status written = commits_.Wait(ticket);  // the writer never takes mu_
+  if (!written.ok()) RecoverFailedWritesLocked();
+  return written;
+}
+
+absl::StatusOr<uint64_t> Coordinator::QueueWriteLocked(WriteBatch batch) {
+  absl::StatusOr<uint64_t> ticket = commits_.Enqueue(std::move(batch));
+  if (!ticket.ok()) RecoverFailedWritesLocked();  // the batch joined the failed ones
+  return ticket;
+}
+
+absl::Status Coordinator::AwaitWrite(uint64_t ticket) {
+  absl::Status written = commits_.Wait(ticket);
+  if (!written.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RecoverFailedWritesLocked();
+  }
+  return written;
+}
+
+void Coordinator::RecoverFailedWritesLocked() {
   // Callers change memory first and write after; a refused write (disk full, database gone)
   // must not leave counts, budgets or bests that the store does not hold, or a restart would
   // count the same trial twice. The touched jobs are reloaded as stored; their trials are
   // answered again later.
-  if (!written.ok()) RestoreFromStoreLocked(batch);
-  return written;
+  std::vector<WriteBatch> failed = commits_.TakeFailed();
+  if (failed.empty()) return;
+  WriteBatch touched;  // what RestoreFromStoreLocked reads: the ids of jobs, trials and workers
+  for (WriteBatch& b : failed) {
+    for (auto& j : b.jobs) touched.jobs.push_back(std::move(j));
+    for (auto& t : b.trials) touched.trials.push_back(std::move(t));
+    for (auto& w : b.workers) touched.workers.push_back(std::move(w));
+    for (auto& id : b.removed_workers) touched.removed_workers.push_back(std::move(id));
+  }
+  RestoreFromStoreLocked(touched);
 }
 
 JobEntry* Coordinator::FindJobLocked(const std::string& job_id) {
@@ -291,14 +321,7 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   job.job.set_finished_unix_ms(clock_->NowMs());
   NoteBestFromEarlierJobs(job);
   // Trials not yet run are dropped; late reports for leased ones are answered as stale.
-  for (auto it = job.trials.begin(); it != job.trials.end();) {
-    if (it->second.state() == v1::PENDING) {
-      trial_job_.erase(it->first);
-      it = job.trials.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  for (const std::string& id : job.DropPending()) trial_job_.erase(id);
   batch.jobs.push_back(job.job);
   PushEventLocked(job, v1::JobEvent::STATE);
   UpdateGaugesLocked();
@@ -313,8 +336,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
     if (!model && !job.BudgetSpent(i)) return;
   }
   if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
-  for (const auto& [id, trial] : job.trials)
-    if (trial.state() != v1::DONE) return;
+  if (!job.Settled()) return;
   if (finals_.StartLocked(job, batch)) {
     work_cv_.notify_all();
     return;

@@ -20,6 +20,7 @@
 #include "kiln/v1/tuning_service.pb.h"
 #include "kiln/v1/worker_service.pb.h"
 #include "server/final_rounds.h"
+#include "server/group_commit.h"
 #include "server/job_state.h"
 #include "server/metrics.h"
 #include "server/store/store.h"
@@ -141,9 +142,21 @@ class Coordinator {
   // A stopped job (time budget, cancel): a best still waiting for its re-measurement is reported
   // as measured once, so the job's best, its results and its export agree.
   void AdoptUnconfirmedBestsLocked(JobEntry& job);
-  // Writes `batch`; when the store refuses it, every job and worker the batch touched is put
-  // back as the store holds it (server/persistence.cc), so memory never runs ahead of the store.
+  // Writes go through commits_ (server/group_commit.h) in the order memory changed. Memory
+  // changes first under mu_; what a caller is answered waits for the commit, so no one is told of
+  // anything the store does not hold (reads such as GetJob may show a change a few milliseconds
+  // before its commit). When the store refuses a write, every job and worker that it and the
+  // writes queued after it touched is put back as the store holds it (RecoverFailedWritesLocked,
+  // server/persistence.cc).
+  //
+  // WriteLocked: queued and committed before it returns, the mutex held throughout (a change the
+  // caller must see stored before it goes on: a job adopted, a worker forgotten).
   absl::Status WriteLocked(const WriteBatch& batch);
+  // Queued; the caller releases the mutex and then waits with AwaitWrite (leases and reports,
+  // so that the mutex is not held through the store's write).
+  absl::StatusOr<uint64_t> QueueWriteLocked(WriteBatch batch);
+  absl::Status AwaitWrite(uint64_t ticket);  // without the mutex
+  void RecoverFailedWritesLocked();
 
   // server/persistence.cc.
   // A job's in-memory entry rebuilt from its stored record and trials (strategies re-bound and
@@ -162,6 +175,7 @@ class Coordinator {
   void PurgeLostWorkersLocked();
 
   Store* store_;
+  GroupCommit commits_;
   const Clock* clock_;
   CoordinatorMetrics* metrics_;
   CoreOptions options_;

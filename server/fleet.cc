@@ -106,9 +106,9 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   int64_t now = clock_->NowMs();
   worker->info.set_last_heartbeat_unix_ms(now);
   for (auto& [jid, job] : jobs_)
-    for (auto& [tid, t] : job->trials)
-      if (t.state() == v1::LEASED && t.worker_id() == request.worker_id())
-        t.set_lease_expires_unix_ms(now + options_.lease_ttl_ms);
+    for (auto& [seq, t] : job->leased)
+      if (t->worker_id() == request.worker_id())
+        t->set_lease_expires_unix_ms(now + options_.lease_ttl_ms);
   out.set_known(true);
   return out;
 }
@@ -129,9 +129,7 @@ absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request,
     if (tit == job->trials.end()) continue;
     v1::Trial& t = tit->second;
     if (t.state() != v1::LEASED || t.worker_id() != request.worker_id()) continue;
-    t.set_state(v1::PENDING);
-    t.set_attempt(t.attempt() + 1);
-    t.clear_worker_id();
+    job->Requeue(t);
     batch.trials.push_back(t);
   }
   RETURN_IF_ERROR(WriteLocked(batch));
@@ -144,12 +142,12 @@ void Coordinator::ExpireLeasesLocked(WriteBatch& batch) {
   bool any = false;
   for (auto& [jid, job] : jobs_) {
     if (job->terminal()) continue;
-    for (auto& [tid, t] : job->trials) {
-      if (t.state() != v1::LEASED || t.lease_expires_unix_ms() > now) continue;
-      t.set_state(v1::PENDING);
-      t.set_attempt(t.attempt() + 1);
-      t.clear_worker_id();
-      batch.trials.push_back(t);
+    std::vector<v1::Trial*> expired;
+    for (auto& [seq, t] : job->leased)
+      if (t->lease_expires_unix_ms() <= now) expired.push_back(t);
+    for (v1::Trial* t : expired) {
+      job->Requeue(*t);
+      batch.trials.push_back(*t);
       any = true;
     }
   }
@@ -158,6 +156,7 @@ void Coordinator::ExpireLeasesLocked(WriteBatch& batch) {
 
 void Coordinator::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
+  RecoverFailedWritesLocked();  // a failed write that no caller has come back for
   WriteBatch batch;
   ExpireLeasesLocked(batch);
   int64_t now = clock_->NowMs();
@@ -238,12 +237,12 @@ absl::Status Coordinator::Deregister(const v1::DeregisterRequest& request,
   WriteBatch batch;
   for (auto& [jid, job] : jobs_) {
     if (job->terminal()) continue;
-    for (auto& [tid, t] : job->trials) {
-      if (t.state() != v1::LEASED || t.worker_id() != request.worker_id()) continue;
-      t.set_state(v1::PENDING);  // as ReleaseTrials: the next attempt goes to another worker
-      t.set_attempt(t.attempt() + 1);
-      t.clear_worker_id();
-      batch.trials.push_back(t);
+    std::vector<v1::Trial*> held;
+    for (auto& [seq, t] : job->leased)
+      if (t->worker_id() == request.worker_id()) held.push_back(t);
+    for (v1::Trial* t : held) {
+      job->Requeue(*t);  // as ReleaseTrials: the next attempt goes to another worker
+      batch.trials.push_back(*t);
     }
   }
   batch.removed_workers.push_back(request.worker_id());
@@ -281,7 +280,7 @@ void Coordinator::UpdateGaugesLocked() {
       for (size_t i = 0; i < job->tasks.size(); ++i)
         if (!job->tasks[i].exhausted)
           waiting += std::max(0, job->Budget(i) - job->tasks[i].proposed);
-      for (const auto& [tid, t] : job->trials) waiting += t.state() == v1::PENDING;
+      waiting += job->pending.size();
     }
     queue[label] += waiting;
   }

@@ -35,10 +35,27 @@ struct TaskState {
 struct JobEntry {
   v1::Job job;  // persisted: spec, state, per-task results and counts
   std::vector<TaskState> tasks;
-  std::map<std::string, v1::Trial> trials;  // by id
+  // By id. A trial enters through AddTrial and changes state only through SetState and Requeue,
+  // which keep the two indexes below.
+  std::map<std::string, v1::Trial> trials;
+  // The trials not yet answered, by seq (oldest first): leasing, lease expiry, heartbeats and the
+  // finish check walk these, not every trial of a long job (which made dispatch slow down as a
+  // job grew).
+  std::map<int64_t, v1::Trial*> pending;
+  std::map<int64_t, v1::Trial*> leased;
   int64_t next_trial_seq = 1;
   std::deque<v1::JobEvent> events;  // the most recent, for WaitEvents
   int64_t next_event_seq = 1;
+
+  v1::Trial& AddTrial(v1::Trial t);
+  void SetState(v1::Trial& t, v1::TrialState state);
+  // A lease handed back (released, expired, its worker gone): pending again at the next attempt,
+  // so that a late report of the old attempt is answered as stale.
+  void Requeue(v1::Trial& t);
+  // The pending trials dropped (a finished job does not run them); returns their ids.
+  std::vector<std::string> DropPending();
+  // Every trial answered: none pending, none leased.
+  bool Settled() const { return pending.empty() && leased.empty(); }
 
   bool terminal() const {
     auto s = job.state();

@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
       }
       t.set_lease_expires_unix_ms(expires);
     }
-    entry->trials[t.id()] = std::move(t);
+    entry->AddTrial(std::move(t));
   }
   return entry;
 }

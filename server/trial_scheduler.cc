@@ -137,7 +137,7 @@ v1::Trial& Coordinator::NewTrialLocked(JobEntry& job, int task, v1::TrialKind ki
   t.set_state(v1::PENDING);
   *t.mutable_workload() = job.job.tasks(task).workload();
   trial_job_[t.id()] = job.job.id();
-  return job.trials[t.id()] = std::move(t);
+  return job.AddTrial(std::move(t));
 }
 
 bool Coordinator::MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& worker) const {
@@ -164,12 +164,8 @@ bool Coordinator::MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& w
 v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker,
                                         WriteBatch& batch) {
   const std::string& chip_type = worker.chip().chip_type();
-  v1::Trial* oldest = nullptr;
-  for (auto& [id, t] : job.trials)
-    if (t.state() == v1::PENDING && (!oldest || t.seq() < oldest->seq()) &&
-        MayLeaseLocked(t, worker))
-      oldest = &t;
-  if (oldest) return oldest;
+  for (auto& [seq, t] : job.pending)  // oldest first
+    if (MayLeaseLocked(*t, worker)) return t;
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     if (!job.tasks[i].baseline_created) {
       job.tasks[i].baseline_created = true;
@@ -326,7 +322,7 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       while (out.trials_size() < max) {
         v1::Trial* t = NextTrialLocked(*job, worker, batch);
         if (!t) break;
-        t->set_state(v1::LEASED);
+        job->SetState(*t, v1::LEASED);
         t->set_worker_id(worker.id());
         t->set_lease_expires_unix_ms(clock_->NowMs() + options_.lease_ttl_ms);
         if (t->kind() == v1::TUNE && options_.racing) {  // race against the task's best so far
@@ -343,16 +339,22 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       if (!batch.trials.empty() || !batch.records.empty()) batch.jobs.push_back(job->job);
       if (out.trials_size() >= max) break;
     }
-    RETURN_IF_ERROR(WriteLocked(batch));
-    if (!batch.empty()) UpdateGaugesLocked();
-    if (out.trials_size() > 0 || shutdown_) return out;
-    if (work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return out;
+    const bool changed = !batch.empty();
+    ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
+    if (changed) UpdateGaugesLocked();
+    // The leases are answered once stored; an empty answer tells nothing, so a poll waits on.
+    if (out.trials_size() > 0 || shutdown_ ||
+        work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      lock.unlock();
+      RETURN_IF_ERROR(AwaitWrite(ticket));
+      return out;
+    }
   }
 }
 
 void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
                                     const std::string& implementation, WriteBatch& batch) {
-  trial.set_state(v1::DONE);
+  job.SetState(trial, v1::DONE);
   *trial.mutable_measurement() = m;
   if (trial.kind() == v1::STEP)
     RefuseInexactStep(job.job.spec().dtype(), trial.mutable_measurement());
@@ -490,7 +492,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
           absl::StrCat("results[", i, "]: source_hash at most ", kMaxSourceHashChars,
                        " characters, toolchain at most ", kMaxToolchainChars));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
   for (int i = 0; i < request.results_size(); ++i)
     if (!trial_job_.count(request.results(i).trial_id()) &&
@@ -500,6 +502,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
                                                      "'"));
   v1::ReportResultsResponse out;
   WriteBatch batch;
+  std::vector<JobEntry*> touched;
   for (const auto& r : request.results()) {
     auto jit = trial_job_.find(r.trial_id());
     JobEntry* job = jit == trial_job_.end() ? nullptr : FindJobLocked(jit->second);
@@ -546,14 +549,17 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     trial->set_toolchain(r.toolchain());
     ApplyResultLocked(*job, *trial, m, r.implementation(), batch);
     MaybeFinishLocked(*job, batch);
-    batch.jobs.push_back(job->job);
+    if (std::find(touched.begin(), touched.end(), job) == touched.end()) touched.push_back(job);
   }
+  for (JobEntry* job : touched) batch.jobs.push_back(job->job);  // once each, as it stands now
   // A write the store refuses (a full disk) puts every job it touched back as stored
-  // (WriteLocked): no count, best or budget moves, the trial stays leased, and the worker's
-  // retry or the lease's expiry answers it later.
-  RETURN_IF_ERROR(WriteLocked(batch));
+  // (RecoverFailedWritesLocked): no count, best or budget moves, the trial stays leased, and the
+  // worker's retry or the lease's expiry answers it later.
+  ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
   UpdateGaugesLocked();
   work_cv_.notify_all();
+  lock.unlock();
+  RETURN_IF_ERROR(AwaitWrite(ticket));  // answered once stored
   return out;
 }
 

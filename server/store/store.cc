@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,41 @@ std::string RedactStoreSpec(const std::string& spec) {
     size_t end = out.find('&', p);
     out.replace(p, end == std::string::npos ? std::string::npos : end - p, "***");
   }
+  return out;
+}
+
+WriteBatch MergeBatches(std::vector<WriteBatch> batches) {
+  if (batches.size() == 1) return std::move(batches[0]);
+  // Position of each id's latest copy in the merged batch.
+  std::map<std::string, size_t> job_at, trial_at, worker_at, record_at;
+  std::set<std::string> removed;
+  WriteBatch out;
+  auto keep_last = [](auto& items, std::map<std::string, size_t>& at, std::string key,
+                      auto&& item) {
+    auto [it, fresh] = at.try_emplace(std::move(key), items.size());
+    if (fresh) {
+      items.push_back(std::move(item));
+    } else {
+      items[it->second] = std::move(item);
+    }
+  };
+  for (WriteBatch& b : batches) {
+    for (v1::Job& j : b.jobs) keep_last(out.jobs, job_at, j.id(), std::move(j));
+    for (v1::Trial& t : b.trials) keep_last(out.trials, trial_at, t.id(), std::move(t));
+    for (v1::TuningRecord& r : b.records)
+      keep_last(out.records, record_at,
+                absl::StrCat(r.workload_key(), "\n", r.chip_type(), "\n", r.config_key()),
+                std::move(r));
+    for (v1::WorkerInfo& w : b.workers) {
+      removed.erase(w.id());
+      keep_last(out.workers, worker_at, w.id(), std::move(w));
+    }
+    for (std::string& id : b.removed_workers) {
+      // Removed after its registration: the removal stands (removals are written last).
+      removed.insert(std::move(id));
+    }
+  }
+  out.removed_workers.assign(removed.begin(), removed.end());
   return out;
 }
 

@@ -24,6 +24,11 @@ struct WriteBatch {
   }
 };
 
+// The batches as one, to be written in one transaction with the same effect as writing them in
+// order: of the jobs, trials and records written more than once the last copy stands, and a
+// worker removed and registered again (or the reverse) ends as the later batch left it.
+WriteBatch MergeBatches(std::vector<WriteBatch> batches);
+
 class Store {
  public:
   virtual ~Store() = default;

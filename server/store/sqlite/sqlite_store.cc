@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -25,11 +26,24 @@ CREATE TABLE IF NOT EXISTS records (workload_key TEXT NOT NULL, chip_type TEXT N
 CREATE INDEX IF NOT EXISTS records_best ON records(workload_key, chip_type, ok, median_us);
 )sql";
 
-// One prepared statement, finalized on scope exit.
+// One prepared statement: its own, finalized on scope exit, or one of the store's cached
+// statements (SqliteStore::Cached), reset on scope exit for its next use.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
+  explicit Stmt(sqlite3_stmt* cached) : s_(cached), rc_(cached ? SQLITE_OK : SQLITE_ERROR) {
+    borrowed_ = true;
+  }
+  ~Stmt() {
+    if (!borrowed_) {
+      sqlite3_finalize(s_);
+    } else if (s_) {
+      sqlite3_reset(s_);
+      sqlite3_clear_bindings(s_);
+    }
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return s_; }
   void Text(int i, const std::string& v) {
@@ -49,12 +63,16 @@ class Stmt {
  private:
   sqlite3_stmt* s_ = nullptr;
   int rc_;
+  bool borrowed_ = false;
 };
 
 class SqliteStore final : public Store {
  public:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
-  ~SqliteStore() override { sqlite3_close(db_); }
+  ~SqliteStore() override {
+    for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
+    sqlite3_close(db_);
+  }
 
   absl::Status Init() {
     RETURN_IF_ERROR(
@@ -112,8 +130,8 @@ class SqliteStore final : public Store {
       const std::string& workload_key, const std::string& chip_type,
       const std::string& config_key) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s(db_,
-           "SELECT body FROM records WHERE workload_key=?1 AND chip_type=?2 AND config_key=?3");
+    Stmt s(Cached(
+        "SELECT body FROM records WHERE workload_key=?1 AND chip_type=?2 AND config_key=?3"));
     if (!s.ok()) return Error("prepare FindRecord");
     s.Text(1, workload_key);
     s.Text(2, chip_type);
@@ -158,8 +176,22 @@ class SqliteStore final : public Store {
     return absl::UnavailableError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
   }
 
+  // The statement for `sql` (a string literal: cached by its address), prepared once: a trial's
+  // writes and record lookup are the coordinator's most frequent statements, and preparing each
+  // anew cost more than running it.
+  sqlite3_stmt* Cached(const char* sql) {
+    auto [it, fresh] = cached_.try_emplace(sql, nullptr);
+    if (fresh && sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &it->second,
+                                    nullptr) != SQLITE_OK) {
+      sqlite3_finalize(it->second);
+      cached_.erase(it);
+      return nullptr;
+    }
+    return it->second;
+  }
+
   absl::Status Put(const char* sql, const std::function<void(Stmt&)>& bind) {
-    Stmt s(db_, sql);
+    Stmt s(Cached(sql));
     if (!s.ok()) return Error("prepare");
     bind(s);
     if (s.Step() != SQLITE_DONE) return Error("write");
@@ -218,6 +250,7 @@ class SqliteStore final : public Store {
 
   std::mutex mu_;
   sqlite3* db_;
+  std::map<const char*, sqlite3_stmt*> cached_;
 };
 
 }  // namespace
