@@ -33,6 +33,7 @@
 
 #include "bench/flags.h"
 #include "common/json_text.h"
+#include "common/lease_pacing.h"
 #include "common/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "kiln/v1/tuning_service.grpc.pb.h"
@@ -48,7 +49,7 @@ struct Options {
   std::string store;  // empty: SQLite in the temp data dir
   std::string strategy = "random";
   double fake_us = 0;  // the simulated measurement's duration, per trial
-  int batch = 1;       // LeaseTrials max_trials
+  int batch = 0;       // LeaseTrials max_trials; 0: kiln-worker's pacing (common/lease_pacing.h)
   std::string coordinator;
   double timeout_s = 600;
   bool json = false;
@@ -61,7 +62,10 @@ constexpr const char* kUsage =
     "                       [--json]\n"
     "--store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (default: SQLite in a temp dir)\n"
     "--fake-us: each simulated worker sleeps this long per trial (default 0)\n"
-    "--batch: trials asked for per LeaseTrials, 1..64 (default 1)\n"
+    "--batch: trials asked for per LeaseTrials, 1..64, each lease's results in one report;\n"
+    "         default auto: kiln-worker's pacing (4 a lease, doubling up to 64 while trials\n"
+    "         take under 50 ms; results reported together unless a trial took 50 ms or a\n"
+    "         result waited 100 ms)\n"
     "--coordinator: the kiln-coordinator binary (default: ../server/kiln-coordinator from\n"
     "             this program in a build tree, else kiln-coordinator beside it)\n";
 
@@ -317,10 +321,30 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
     if (stats->first_error.empty())
       stats->first_error = std::string(what) + ": " + s.error_message();
   };
+  // --batch auto: kiln-worker's own pacing (its default --compile-ahead 4 for slow trials).
+  kiln::LeasePacing pacing(4);
+  kiln::v1::ReportResultsRequest report;
+  auto send = [&] {
+    if (report.results_size() == 0) return;
+    report.set_worker_id(id);
+    kiln::v1::ReportResultsResponse answer;
+    grpc::ClientContext rctx;
+    rctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto t2 = Clock::now();
+    grpc::Status s = stub->ReportResults(&rctx, report, &answer);
+    stats->report_ms.push_back(Ms(Clock::now() - t2));
+    if (s.ok()) {
+      stats->trials += report.results_size();
+      stats->not_accepted += report.results_size() - answer.accepted();
+    } else {
+      fail(s, "ReportResults");
+    }
+    report.Clear();
+  };
   while (!stop) {
     kiln::v1::LeaseTrialsRequest lease;
     lease.set_worker_id(id);
-    lease.set_max_trials(o.batch);
+    lease.set_max_trials(o.batch > 0 ? o.batch : pacing.lease_size());
     lease.set_wait_ms(200);  // long-poll, so idle workers do not spin
     kiln::v1::LeaseTrialsResponse leased;
     grpc::ClientContext lctx;
@@ -338,24 +362,25 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
       continue;
     }
     stats->lease_ms.push_back(Ms(t1 - t0));
-    if (o.fake_us > 0)
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(static_cast<int64_t>(o.fake_us * leased.trials_size())));
-    kiln::v1::ReportResultsRequest report;
-    report.set_worker_id(id);
-    for (const auto& t : leased.trials()) *report.add_results() = ResultOf(t, o.fake_us);
-    kiln::v1::ReportResultsResponse answer;
-    grpc::ClientContext rctx;
-    rctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    auto t2 = Clock::now();
-    s = stub->ReportResults(&rctx, report, &answer);
-    stats->report_ms.push_back(Ms(Clock::now() - t2));
-    if (!s.ok()) {
-      fail(s, "ReportResults");
+    if (o.batch > 0) {  // a fixed lease size: every result in one report a lease
+      if (o.fake_us > 0)
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(static_cast<int64_t>(o.fake_us * leased.trials_size())));
+      for (const auto& t : leased.trials()) *report.add_results() = ResultOf(t, o.fake_us);
+      send();
       continue;
     }
-    stats->trials += leased.trials_size();
-    stats->not_accepted += leased.trials_size() - answer.accepted();
+    Clock::time_point held_since;
+    for (const auto& t : leased.trials()) {
+      if (o.fake_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.fake_us)));
+      if (report.results_size() == 0) held_since = Clock::now();
+      *report.add_results() = ResultOf(t, o.fake_us);
+      if (kiln::LeasePacing::ReportNow(Ms(Clock::now() - held_since) / 1e3, o.fake_us / 1e6))
+        send();
+    }
+    send();
+    pacing.BatchRan(leased.trials_size(), Ms(Clock::now() - t1) / 1e3);
   }
 }
 
@@ -409,7 +434,11 @@ int main(int argc, char** argv) {
   const std::vector<kiln::bench::Flag> flags = {
       {"--workers", kiln::bench::Flag::kValue, integer(&o.workers, 1, 4096, "--workers")},
       {"--trials", kiln::bench::Flag::kValue, integer(&o.trials, 1, 1000000, "--trials")},
-      {"--batch", kiln::bench::Flag::kValue, integer(&o.batch, 1, 64, "--batch")},
+      {"--batch", kiln::bench::Flag::kValue,
+       [&](const std::string& v) {
+         if (v == "auto") return (o.batch = 0, std::string());
+         return integer(&o.batch, 1, 64, "--batch")(v);
+       }},
       {"--store", kiln::bench::Flag::kValue, text(&o.store)},
       {"--strategy", kiln::bench::Flag::kValue, text(&o.strategy)},
       {"--coordinator", kiln::bench::Flag::kValue, text(&o.coordinator)},
@@ -580,7 +609,10 @@ int main(int argc, char** argv) {
     out["store"] =
         o.store.empty() ? "sqlite" : (o.store.rfind("postgres", 0) == 0 ? "postgresql" : "sqlite");
     out["fake_us"] = o.fake_us;
-    out["batch"] = o.batch;
+    if (o.batch > 0)
+      out["batch"] = o.batch;
+    else
+      out["batch"] = "auto";
     out["job_state"] = kiln::v1::JobState_Name(job.state());
     out["job_trials_done"] = job.trials_done();
     out["trials_reported"] = all.trials;  // every kind: baseline, re-measurements, final rounds

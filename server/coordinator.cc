@@ -320,6 +320,7 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   job.job.clear_waiting();
   job.job.set_finished_unix_ms(clock_->NowMs());
   NoteBestFromEarlierJobs(job);
+  for (TaskState& task : job.tasks) task.FlushObservations();  // a strategy that saves sees all
   // Trials not yet run are dropped; late reports for leased ones are answered as stale.
   for (const std::string& id : job.DropPending()) trial_job_.erase(id);
   batch.jobs.push_back(job.job);

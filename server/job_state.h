@@ -30,7 +30,21 @@ struct TaskState {
   // answered from the store: the job the final best came from (TaskResult.best_from_job).
   std::map<std::string, std::string> earlier_job;
   bool finals_started = false;  // its final rounds were created (or it had too few contenders)
+  // The strategy's proposals made ahead, and the results not yet told to it. A task proposes in
+  // batches of as many trials as it has in flight (up to kMaxProposeAhead), telling the strategy
+  // every result that came back first: with one worker that is a result and a proposal at a time,
+  // as a strategy is written for; with hundreds of fast workers one model update serves a batch,
+  // where learning from every result would make the strategy the fleet's bottleneck.
+  std::deque<codegen::Config> ready;
+  std::vector<agent::Observation> unseen;
+  // Tells the strategy the results it has not seen (at most one model update).
+  void FlushObservations() {
+    if (strategy && !unseen.empty()) strategy->Observe(unseen);
+    unseen.clear();
+  }
 };
+
+inline constexpr int kMaxProposeAhead = 64;
 
 struct JobEntry {
   v1::Job job;  // persisted: spec, state, per-task results and counts

@@ -36,6 +36,8 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
     for (size_t i = 0; i < entry->tasks.size(); ++i) {
       entry->tasks[i].strategy = std::move(previous->tasks[i].strategy);
       entry->tasks[i].exhausted = previous->tasks[i].exhausted;
+      // Results it was not yet told: it is not fed the stored trials again.
+      entry->tasks[i].unseen = std::move(previous->tasks[i].unseen);
     }
   } else if (!entry->terminal() && !entry->job.chip_type().empty()) {
     absl::Status bound = BindLocked(*entry, entry->job.chip());

@@ -241,13 +241,23 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
       task.strategy->Exclude(configs[0]);
       again = task.remeasure.erase(codegen::ConfigKey(configs[0])) > 0;
     } else {
-      auto propose_start = std::chrono::steady_clock::now();
-      configs = task.strategy->Propose(1);
-      if (metrics_) metrics_->Proposed(task.strategy->name(), configs.size(), propose_start);
-      if (configs.empty()) {
+      if (task.ready.empty()) {
+        task.FlushObservations();
+        int in_flight = 0;
+        for (const auto& [seq, t] : job.leased) in_flight += t->task_index() == pick;
+        const int ahead = std::min({std::max(1, in_flight), kMaxProposeAhead,
+                                    std::max(1, job.Budget(pick) - task.proposed)});
+        auto propose_start = std::chrono::steady_clock::now();
+        std::vector<codegen::Config> made = task.strategy->Propose(ahead);
+        if (metrics_) metrics_->Proposed(task.strategy->name(), made.size(), propose_start);
+        for (auto& c : made) task.ready.push_back(std::move(c));
+      }
+      if (task.ready.empty()) {
         task.exhausted = true;
         continue;
       }
+      configs = {std::move(task.ready.front())};
+      task.ready.pop_front();
     }
     task.proposed++;
     v1::Trial& trial = NewTrialLocked(job, pick, v1::TUNE);
@@ -398,8 +408,8 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     job.job.set_trials_failed(job.job.trials_failed() + 1);
   }
   TaskState& state = job.tasks[trial.task_index()];
-  if (state.strategy)
-    state.strategy->Observe({{codegen::FromProto(trial.config()), m.status(), m.median_us()}});
+  if (state.strategy)  // told before its next proposals (TaskState::unseen)
+    state.unseen.push_back({codegen::FromProto(trial.config()), m.status(), m.median_us()});
   bool better = ok && (!task->has_best() || m.median_us() < task->best().median_us());
   // A new best's record waits for its re-measurement (ApplyRemeasureLocked): until another
   // measurement confirms it, its figure must not answer later jobs from the store.

@@ -12,11 +12,13 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "common/client_auth.h"
+#include "common/lease_pacing.h"
 #include "hardware/device.h"
 #include "kiln/v1/worker_service.grpc.pb.h"
 #include "workers/sandbox.h"
@@ -178,7 +180,7 @@ class WorkerImpl final : public Worker {
       if (!EnsureRegistered()) break;
       v1::LeaseTrialsRequest req;
       req.set_worker_id(WorkerId());
-      req.set_max_trials(o_.compile_ahead);
+      req.set_max_trials(pacing_.lease_size());
       req.set_wait_ms(5000);
       v1::LeaseTrialsResponse resp;
       grpc::Status s;
@@ -207,16 +209,26 @@ class WorkerImpl final : public Worker {
       delay = 200;
       metrics_.SetConnected(true);
       if (resp.trials_size() == 0) trial_server_.Stop();  // idle: give its memory back
+      const auto batch_start = std::chrono::steady_clock::now();
       Precompile(resp);
+      int ran = 0;
       for (int i = 0; i < resp.trials_size(); ++i) {
         if (stop_) {  // hand back what was not started
+          Report();
           Release(resp, i);
           break;
         }
         RunAndReport(resp.trials(i));
+        ++ran;
       }
+      Report();
+      pacing_.BatchRan(ran, Seconds(batch_start));
       compile_seconds_.clear();
     }
+  }
+
+  static double Seconds(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
   }
 
   // Compiles every leased kernel before any is timed, on all cores at once, so compilation
@@ -299,15 +311,22 @@ class WorkerImpl final : public Worker {
                      v1::MeasurementStatus_Name(m.status()),
                      m.status() == v1::OK ? absl::StrCat(" ", m.median_us(), " us")
                                           : " " + m.message().substr(0, 200)));
-    v1::ReportResultsRequest req;
-    req.set_worker_id(WorkerId());
-    v1::TrialResult* r = req.add_results();
+    if (report_.results_size() == 0) held_since_ = std::chrono::steady_clock::now();
+    v1::TrialResult* r = report_.add_results();
     r->set_trial_id(trial.id());
     r->set_attempt(trial.attempt());
     *r->mutable_measurement() = m;
     r->set_source_hash(outcome.source_hash);
     r->set_toolchain(outcome.toolchain);
     r->set_implementation(outcome.implementation);
+    if (LeasePacing::ReportNow(Seconds(held_since_), wall)) Report();
+  }
+
+  // Sends the results held (LeasePacing: fast trials' results go together).
+  void Report() {
+    if (report_.results_size() == 0) return;
+    v1::ReportResultsRequest req = std::exchange(report_, {});
+    req.set_worker_id(WorkerId());
     // Reports are idempotent per attempt, so retrying is safe; give up only when stopping.
     for (int delay = 200, tries = 0;; delay = std::min(delay * 2, 5000), ++tries) {
       v1::ReportResultsResponse resp;
@@ -325,7 +344,10 @@ class WorkerImpl final : public Worker {
         return;
       }
       if (stop_ && tries >= 3) {
-        Log("could not report " + trial.id() + " before exiting; its lease will expire");
+        Log(absl::StrCat(
+            "could not report ", req.results(0).trial_id(),
+            req.results_size() > 1 ? absl::StrCat(" and ", req.results_size() - 1, " more") : "",
+            " before exiting; the leases will expire"));
         return;
       }
       Log(absl::StrCat("report failed (", s.error_message(), "); retrying in ", delay, " ms"));
@@ -348,6 +370,9 @@ class WorkerImpl final : public Worker {
   grpc::ClientContext* lease_ctx_ = nullptr;
   std::string worker_id_;
   std::map<std::string, double> compile_seconds_;  // trial id -> seconds, from Precompile
+  LeasePacing pacing_{o_.compile_ahead};
+  v1::ReportResultsRequest report_;  // results held, not yet sent (Report)
+  std::chrono::steady_clock::time_point held_since_;
   double compile_share_ = 0;  // the last Precompile's wall time over the kernels it compiled
 };
 

@@ -17,7 +17,9 @@ struct WorkerOptions {
   std::string metrics_listen = "127.0.0.1:9465";  // empty: none
   double trial_timeout_seconds = 30;              // wall clock for one sandboxed trial
   long long trial_memory_bytes = 8LL << 30;       // RLIMIT_AS of the trial child
-  int compile_ahead = 4;  // trials leased at once; their kernels are compiled in parallel first
+  // Trials leased at once, their kernels compiled in parallel first; the lease grows up to 64 while
+  // trials take under 50 ms each (common/lease_pacing.h).
+  int compile_ahead = 4;
   bool quiet = false;
   // TLS to the coordinator (--tls-ca; with --tls-cert/--tls-key, the worker's client certificate
   // for a coordinator with --tls-client-ca) and the worker token (--token-file). Empty: none.

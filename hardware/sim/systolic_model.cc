@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -121,6 +122,63 @@ SimResult SimulateGemm(const SystolicArray& array, int64_t M, int64_t N, int64_t
   r.dram_bytes += last;
   r.utilization = r.cycles > 0 ? 1.0 * M * N * K / (r.cycles * R * C) : 0;
   return r;
+}
+
+std::vector<GemmTile> GemmTiles(const SystolicArray& array, int64_t M, int64_t N, int64_t K,
+                                const GemmMapping& mapping) {
+  std::vector<GemmTile> tiles;
+  SimulateGemm(array, M, N, K, mapping, 4,
+               [&](int64_t m0, int64_t n0, int64_t k0, int64_t tm, int64_t tn, int64_t tk) {
+                 tiles.push_back({m0, n0, k0, tm, tn, tk});
+               });
+  return tiles;
+}
+
+std::string CheckTileCoverage(int64_t M, int64_t N, int64_t K, const std::vector<GemmTile>& tiles) {
+  for (const GemmTile& t : tiles)
+    if (t.m0 < 0 || t.n0 < 0 || t.k0 < 0 || t.tm <= 0 || t.tn <= 0 || t.tk <= 0 ||
+        t.m0 + t.tm > M || t.n0 + t.tn > N || t.k0 + t.tk > K)
+      return absl::StrCat("tile at (", t.m0, ", ", t.n0, ", ", t.k0, ") of ", t.tm, "x", t.tn, "x",
+                          t.tk, " leaves the ", M, "x", N, "x", K, " problem");
+  // The blocks: the distinct M and N extents must cut [0, M) and [0, N) into consecutive pieces.
+  auto cut = [&](int64_t GemmTile::*start, int64_t GemmTile::*extent, int64_t total,
+                 const char* dim, std::map<int64_t, size_t>* index) -> std::string {
+    std::map<int64_t, int64_t> pieces;
+    for (const GemmTile& t : tiles) {
+      auto [it, fresh] = pieces.emplace(t.*start, t.*extent);
+      if (!fresh && it->second != t.*extent)
+        return absl::StrCat("two tiles start at ", dim, "=", t.*start, " with extents ", it->second,
+                            " and ", t.*extent);
+    }
+    int64_t next = 0;
+    for (const auto& [from, size] : pieces) {
+      if (from != next)
+        return absl::StrCat(dim, " ", std::min(from, next), "..", std::max(from, next), " is ",
+                            from > next ? "never covered" : "covered twice");
+      index->emplace(from, index->size());
+      next = from + size;
+    }
+    if (next != total) return absl::StrCat(dim, " ", next, "..", total, " is never covered");
+    return "";
+  };
+  std::map<int64_t, size_t> row, col;
+  if (auto e = cut(&GemmTile::m0, &GemmTile::tm, M, "M", &row); !e.empty()) return e;
+  if (auto e = cut(&GemmTile::n0, &GemmTile::tn, N, "N", &col); !e.empty()) return e;
+  std::vector<int64_t> done(row.size() * col.size(), 0);  // each block's K covered so far
+  for (const GemmTile& t : tiles) {
+    int64_t& k = done[row[t.m0] * col.size() + col[t.n0]];
+    if (t.k0 != k)
+      return absl::StrCat("the block at (", t.m0, ", ", t.n0, ") gets K slice ", t.k0, "..",
+                          t.k0 + t.tk, " after covering 0..", k,
+                          t.k0 < k ? " (a slice twice)" : " (a slice skipped or out of order)");
+    k += t.tk;
+  }
+  for (const auto& [m0, ri] : row)
+    for (const auto& [n0, ci] : col)
+      if (done[ri * col.size() + ci] != K)
+        return absl::StrCat("the block at (", m0, ", ", n0, ") covers K only up to ",
+                            done[ri * col.size() + ci], " of ", K);
+  return "";
 }
 
 }  // namespace kiln::hardware

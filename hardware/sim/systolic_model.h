@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -54,5 +55,21 @@ using TileVisitor =
 SimResult SimulateGemm(const SystolicArray& array, int64_t M, int64_t N, int64_t K,
                        const GemmMapping& mapping, int b_bytes = 4,
                        const TileVisitor& on_tile = nullptr);
+
+// One step of a tile loop nest: the C tile at (m0, n0) gets the K slice k0..k0+tk.
+struct GemmTile {
+  int64_t m0, n0, k0, tm, tn, tk;
+};
+// The steps of `mapping`'s loop nest, in execution order.
+std::vector<GemmTile> GemmTiles(const SystolicArray& array, int64_t M, int64_t N, int64_t K,
+                                const GemmMapping& mapping);
+
+// Proves that a tile loop nest computes every element of C = A*B exactly once per K slice: its
+// tiles stay inside the matrices, their M and N extents cut the output into blocks that never
+// overlap, and each block gets its K slices from 0 to K in order, each once (the first, at
+// k0 = 0, is the one that zeroes the partial sums). That is what running the nest on data tests,
+// decided for every element in time linear in the number of steps. "" when it holds, else what
+// is wrong.
+std::string CheckTileCoverage(int64_t M, int64_t N, int64_t K, const std::vector<GemmTile>& tiles);
 
 }  // namespace kiln::hardware

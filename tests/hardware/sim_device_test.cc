@@ -86,7 +86,7 @@ TEST(SimDeviceTest, DeterministicLabelledMeasurements) {
   EXPECT_EQ(m1.cv(), 0);
   EXPECT_THAT(m1.message(), StartsWith("simulated:"));
   EXPECT_THAT(m1.message(), HasSubstr("weight-stationary"));
-  EXPECT_THAT(m1.message(), HasSubstr("mapping verified"));
+  EXPECT_THAT(m1.message(), HasSubstr("coverage proven"));
   EXPECT_GT(m1.gflops(), 0);
   EXPECT_EQ((*d)->BaselineName(w), "sim-default-mapping");
   v1::Measurement base = (*d)->MeasureBaseline(w, testing::QuickOptions());
@@ -112,6 +112,52 @@ TEST(SimDeviceTest, TheMappingMatters) {
           .cycles;
   EXPECT_LT(best * 1.5, def) << "tuning the mapping beats the default mapping";
   EXPECT_GT(worst, 3 * best);
+}
+
+TEST(TileCoverageTest, EveryMappingOfTheSpaceCoversEachElementOnce) {
+  const SystolicArray a = *ParseSystolicName("systolic-32x32");
+  // Edge tiles in every dimension (none of M, N, K a multiple of the tiles).
+  for (int64_t order = 0; order < 6; ++order)
+    for (int64_t tile : {16, 48}) {
+      GemmMapping map;
+      map.order = order;
+      map.tm = tile, map.tn = 2 * tile, map.tk = tile / 2;
+      EXPECT_EQ(CheckTileCoverage(100, 70, 90, GemmTiles(a, 100, 70, 90, map)), "")
+          << "order " << order << " tile " << tile;
+    }
+}
+
+TEST(TileCoverageTest, NamesWhatANestGetsWrong) {
+  const SystolicArray a = *ParseSystolicName("systolic-32x32");
+  GemmMapping map;
+  map.tm = map.tn = map.tk = 16;
+  const std::vector<GemmTile> good = GemmTiles(a, 32, 32, 32, map);
+  ASSERT_EQ(good.size(), 8u);
+  ASSERT_EQ(CheckTileCoverage(32, 32, 32, good), "");
+  auto without = [&](size_t i) {
+    std::vector<GemmTile> t = good;
+    t.erase(t.begin() + i);
+    return t;
+  };
+  std::vector<GemmTile> twice = good;
+  twice.push_back(good[0]);
+  std::vector<GemmTile> swapped = good;  // a block's K slices in the wrong order
+  for (size_t i = 0; i < swapped.size(); ++i)
+    for (size_t j = i + 1; j < swapped.size(); ++j)
+      if (swapped[i].m0 == swapped[j].m0 && swapped[i].n0 == swapped[j].n0) {
+        std::swap(swapped[i], swapped[j]);
+        i = j = swapped.size();
+      }
+  std::vector<GemmTile> outside = good;
+  outside[0].tk = 48;
+  std::vector<GemmTile> ragged = good;  // two heights at the same row
+  ragged[0].tm = 8;
+  EXPECT_THAT(CheckTileCoverage(32, 32, 32, without(good.size() - 1)), HasSubstr("covers K only"));
+  EXPECT_THAT(CheckTileCoverage(32, 32, 32, twice), HasSubstr("a slice twice"));
+  EXPECT_THAT(CheckTileCoverage(32, 32, 32, swapped), HasSubstr("out of order"));
+  EXPECT_THAT(CheckTileCoverage(32, 32, 32, outside), HasSubstr("leaves the 32x32x32 problem"));
+  EXPECT_THAT(CheckTileCoverage(32, 32, 32, ragged), HasSubstr("with extents"));
+  EXPECT_THAT(CheckTileCoverage(48, 32, 32, good), HasSubstr("M 32..48 is never covered"));
 }
 
 TEST(SimDeviceTest, KnownFingerprintMustMatch) {

@@ -86,7 +86,9 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
   ASSERT_FALSE(starts.empty());
   const double proposed = 5.0 - starts.size();
   EXPECT_EQ(Value(text, "kiln_agent_proposals_total{strategy=\"random\"}"), proposed);
-  EXPECT_EQ(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), proposed);
+  // One Propose call a batch: as many as the task had in flight, told every result before it.
+  EXPECT_GE(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), 1);
+  EXPECT_LE(Value(text, "kiln_agent_propose_seconds_count{strategy=\"random\"}"), proposed);
   const std::string chip = "chip_type=\"" + CpuChip().chip_type() + "\"";
   EXPECT_EQ(Value(text, "kiln_worker_registrations_total{" + chip + ",worker=\"lab-1\"}"), 1);
   EXPECT_GE(Value(text, "kiln_trials_total{" + chip + ",status=\"OK\"}"), 6);  // + baseline
