@@ -16,8 +16,12 @@ class LeasePacing {
   static constexpr double kFastTrialSeconds = 0.05;  // below this, trials are batched
   static constexpr double kMaxHoldSeconds = 0.1;     // a result waits at most this long
 
-  // `min_lease`: the lease size for slow trials (kiln-worker's --compile-ahead).
-  explicit LeasePacing(int min_lease) : min_(std::clamp(min_lease, 1, kMaxLease)), size_(min_) {}
+  // `min_lease`: the lease size for slow trials (kiln-worker's --compile-ahead); `max_lease`:
+  // the most it grows to (--max-lease).
+  explicit LeasePacing(int min_lease, int max_lease = kMaxLease)
+      : min_(std::clamp(min_lease, 1, kMaxLease)),
+        max_(std::clamp(max_lease, min_, kMaxLease)),
+        size_(min_) {}
 
   int lease_size() const { return size_; }
 
@@ -27,7 +31,7 @@ class LeasePacing {
     if (trials <= 0) return;
     const double each = seconds / trials;
     if (each < kFastTrialSeconds && trials >= size_)
-      size_ = std::min(kMaxLease, size_ * 2);
+      size_ = std::min(max_, size_ * 2);
     else if (each >= kFastTrialSeconds)
       size_ = std::max(min_, size_ / 2);
   }
@@ -40,6 +44,7 @@ class LeasePacing {
 
  private:
   int min_;
+  int max_;
   int size_;
 };
 

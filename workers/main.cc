@@ -12,6 +12,7 @@ constexpr char kUsage[] =
     "                   --device cpu | opencl[:N] | cuda[:N] | sim:NAME | replay:PATH\n"
     "                   [--metrics-listen HOST:PORT] [--name NAME]\n"
     "                   [--trial-timeout SECONDS] [--trial-memory-mb MB] [--compile-ahead N]\n"
+    "                   [--max-lease N]\n"
     "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] [--token-file FILE]\n"
     "defaults: --coordinator $KILN_COORDINATOR or 127.0.0.1:50051, --metrics-listen "
     "127.0.0.1:9465\n"
@@ -68,6 +69,12 @@ int main(int argc, char** argv) {
       o.compile_ahead = static_cast<int>(std::strtol(v.c_str(), &end, 10));
       if (*end || o.compile_ahead < 1 || o.compile_ahead > 64) {
         std::fprintf(stderr, "kiln-worker: --compile-ahead must be a number in 1..64\n");
+        return 2;
+      }
+    } else if (a == "--max-lease") {
+      o.max_lease = static_cast<int>(std::strtol(v.c_str(), &end, 10));
+      if (*end || o.max_lease < 1 || o.max_lease > 64) {
+        std::fprintf(stderr, "kiln-worker: --max-lease must be a number in 1..64\n");
         return 2;
       }
     } else if (a == "--trial-memory-mb") {

@@ -370,7 +370,7 @@ class WorkerImpl final : public Worker {
   grpc::ClientContext* lease_ctx_ = nullptr;
   std::string worker_id_;
   std::map<std::string, double> compile_seconds_;  // trial id -> seconds, from Precompile
-  LeasePacing pacing_{o_.compile_ahead};
+  LeasePacing pacing_{o_.compile_ahead, o_.max_lease};
   v1::ReportResultsRequest report_;  // results held, not yet sent (Report)
   std::chrono::steady_clock::time_point held_since_;
   double compile_share_ = 0;  // the last Precompile's wall time over the kernels it compiled

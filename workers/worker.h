@@ -20,6 +20,9 @@ struct WorkerOptions {
   // Trials leased at once, their kernels compiled in parallel first; the lease grows up to 64 while
   // trials take under 50 ms each (common/lease_pacing.h).
   int compile_ahead = 4;
+  // The most trials a lease grows to. 1 with --compile-ahead 1: one trial at a time, so that the
+  // strategy is told each result before its next proposal (evaluating a strategy on replay).
+  int max_lease = 64;
   bool quiet = false;
   // TLS to the coordinator (--tls-ca; with --tls-cert/--tls-key, the worker's client certificate
   // for a coordinator with --tls-client-ca) and the worker token (--token-file). Empty: none.
