@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -61,7 +62,7 @@ constexpr const char* kUsage =
     "                       [--batch B] [--coordinator PATH] [--timeout SECONDS] [--keep]\n"
     "                       [--json]\n"
     "--store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (default: SQLite in a temp dir)\n"
-    "--fake-us: each simulated worker sleeps this long per trial (default 0)\n"
+    "--fake-us: each simulated worker sleeps this long per trial, +-20% (default 0)\n"
     "--batch: trials asked for per LeaseTrials, 1..64, each lease's results in one report;\n"
     "         default auto: kiln-worker's pacing (4 a lease, doubling up to 64 while trials\n"
     "         take under 50 ms; results reported together unless a trial took 50 ms or a\n"
@@ -302,6 +303,9 @@ std::map<std::string, double> CounterByLabel(const std::string& text, const std:
 
 struct WorkerStats {
   std::vector<double> lease_ms;  // leases that returned trials
+  // The same but each worker's first: a fleet that starts at once queues its first leases
+  // behind each other (the job's binding and first proposals), which a running fleet does not.
+  std::vector<double> lease_after_first_ms;
   std::vector<double> report_ms;
   int64_t empty_leases = 0, trials = 0, errors = 0, not_accepted = 0;
   std::string first_error;
@@ -323,6 +327,7 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
   };
   // --batch auto: kiln-worker's own pacing (its default --compile-ahead 4 for slow trials).
   kiln::LeasePacing pacing(4);
+  std::mt19937_64 rng(std::hash<std::string>()(id));
   kiln::v1::ReportResultsRequest report;
   auto send = [&] {
     if (report.results_size() == 0) return;
@@ -362,6 +367,7 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
       continue;
     }
     stats->lease_ms.push_back(Ms(t1 - t0));
+    if (stats->lease_ms.size() > 1) stats->lease_after_first_ms.push_back(Ms(t1 - t0));
     if (o.batch > 0) {  // a fixed lease size: every result in one report a lease
       if (o.fake_us > 0)
         std::this_thread::sleep_for(
@@ -372,12 +378,13 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
     }
     Clock::time_point held_since;
     for (const auto& t : leased.trials()) {
-      if (o.fake_us > 0)
-        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.fake_us)));
+      // Each trial takes fake_us +-20%: kernels differ, so a fleet's trials do not all end in
+      // the same millisecond (without it, workers started together report in lockstep bursts).
+      const double us = o.fake_us * std::uniform_real_distribution<>(0.8, 1.2)(rng);
+      if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(us)));
       if (report.results_size() == 0) held_since = Clock::now();
-      *report.add_results() = ResultOf(t, o.fake_us);
-      if (kiln::LeasePacing::ReportNow(Ms(Clock::now() - held_since) / 1e3, o.fake_us / 1e6))
-        send();
+      *report.add_results() = ResultOf(t, us);
+      if (kiln::LeasePacing::ReportNow(Ms(Clock::now() - held_since) / 1e3, us / 1e6)) send();
     }
     send();
     pacing.BatchRan(leased.trials_size(), Ms(Clock::now() - t1) / 1e3);
@@ -582,6 +589,8 @@ int main(int argc, char** argv) {
     WorkerStats all;
     for (auto& s : stats) {
       all.lease_ms.insert(all.lease_ms.end(), s.lease_ms.begin(), s.lease_ms.end());
+      all.lease_after_first_ms.insert(all.lease_after_first_ms.end(),
+                                      s.lease_after_first_ms.begin(), s.lease_after_first_ms.end());
       all.report_ms.insert(all.report_ms.end(), s.report_ms.begin(), s.report_ms.end());
       all.empty_leases += s.empty_leases;
       all.trials += s.trials;
@@ -621,6 +630,7 @@ int main(int argc, char** argv) {
     out["round_trips_per_s"] = kiln::RoundTo(seconds > 0 ? all.trials / seconds : 0, 1);
     out["lease_p50_ms"] = kiln::RoundTo(Percentile(all.lease_ms, 0.5), 3);
     out["lease_p99_ms"] = kiln::RoundTo(Percentile(all.lease_ms, 0.99), 3);
+    out["lease_p99_after_first_ms"] = kiln::RoundTo(Percentile(all.lease_after_first_ms, 0.99), 3);
     out["report_p50_ms"] = kiln::RoundTo(Percentile(all.report_ms, 0.5), 3);
     out["report_p99_ms"] = kiln::RoundTo(Percentile(all.report_ms, 0.99), 3);
     out["empty_leases"] = all.empty_leases;

@@ -68,10 +68,10 @@ v1::Trial* FinalRounds::StartLocked(JobEntry& job, WriteBatch& batch) {
     if (state.finals_started || !state.baseline_created ||
         !(model ? model_spent : job.BudgetSpent(i)))
       continue;
-    bool answered = true;
-    for (const auto& [id, t] : job.trials)
-      answered = answered && (t.task_index() != static_cast<int>(i) || t.kind() == v1::STEP ||
-                              t.state() == v1::DONE);
+    bool answered = true;  // no trial of the task (but the composed step) pending or leased
+    for (const auto* open : {&job.pending, &job.leased})
+      for (const auto& [seq, t] : *open)
+        answered = answered && (t->task_index() != static_cast<int>(i) || t->kind() == v1::STEP);
     if (!answered) continue;
     state.finals_started = true;
     const std::vector<v1::Config> finalists = FinalContenders(job, i, finalists_);

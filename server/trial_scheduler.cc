@@ -83,12 +83,19 @@ void NoteBestFromEarlierJobs(JobEntry& job) {
 }
 
 const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
-  const std::string key = codegen::ConfigKey(codegen::FromProto(again.config()));
+  // The knob maps compared as they are (no key built a trial: this runs for every new best).
+  auto same = [&](const v1::Config& c) {
+    if (c.knobs_size() != again.config().knobs_size()) return false;
+    for (const auto& [name, value] : c.knobs()) {
+      auto it = again.config().knobs().find(name);
+      if (it == again.config().knobs().end() || it->second != value) return false;
+    }
+    return true;
+  };
   const v1::Trial* first = nullptr;
   for (const auto& [id, t] : job.trials)
     if (t.kind() == v1::TUNE && t.task_index() == again.task_index() && t.state() == v1::DONE &&
-        t.seq() < again.seq() && (!first || t.seq() > first->seq()) &&
-        codegen::ConfigKey(codegen::FromProto(t.config())) == key)
+        t.seq() < again.seq() && (!first || t.seq() > first->seq()) && same(t.config()))
       first = &t;
   return first;
 }

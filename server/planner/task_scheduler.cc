@@ -80,17 +80,16 @@ int PickModelTask(const JobEntry& job) {
 }
 
 bool StepPending(const JobEntry& job) {
-  for (const auto& [id, t] : job.trials)
-    if (t.kind() == v1::STEP && t.state() != v1::DONE) return true;
+  for (const auto* open : {&job.pending, &job.leased})
+    for (const auto& [seq, t] : *open)
+      if (t->kind() == v1::STEP) return true;
   return false;
 }
 
 bool StepDue(const JobEntry& job) {
-  if (PickModelTask(job) >= 0) return false;
-  for (const auto& [id, t] : job.trials) {
+  if (!job.Settled() || PickModelTask(job) >= 0) return false;
+  for (const auto& [id, t] : job.trials)
     if (t.kind() == v1::STEP) return false;
-    if (t.state() != v1::DONE) return false;
-  }
   for (size_t i = 0; i < job.tasks.size(); ++i)
     if (!job.tasks[i].baseline_created || !job.job.tasks(i).has_best()) return false;
   return true;
