@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/progress.h"
 #include "grpcpp/grpcpp.h"
@@ -43,16 +44,19 @@ int64_t SteadyMs() {
 }  // namespace
 
 Client::Client(std::string address, int deadline_seconds, ClientAuth auth)
-    : address_(std::move(address)), deadline_seconds_(deadline_seconds), auth_(std::move(auth)) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(512 << 20);  // results carry every trial's samples
-  // Reconnect quickly after a coordinator restart instead of gRPC's default backoff (up to 2 min).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  stub_ = v1::TuningService::NewStub(
-      grpc::CreateCustomChannel(address_, auth_.ChannelCredentials(), args));
-}
+    : address_(std::move(address)),
+      deadline_seconds_(deadline_seconds),
+      auth_(std::move(auth)),
+      coordinators_(address_, [this](const std::string& target) {
+        grpc::ChannelArguments args;
+        args.SetMaxReceiveMessageSize(512 << 20);  // results carry every trial's samples
+        // Reconnect quickly after a coordinator restart instead of gRPC's default backoff (up to
+        // 2 min).
+        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+        return grpc::CreateCustomChannel(target, auth_.ChannelCredentials(), args);
+      }) {}
 
 void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_seconds_));
@@ -63,12 +67,21 @@ template <typename Request, typename Response>
 absl::StatusOr<Response> Client::Unary(grpc::Status (v1::TuningService::Stub::*method)(
                                            grpc::ClientContext*, const Request&, Response*),
                                        const Request& request) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  Response response;
-  absl::Status s = ToAbsl((stub_.get()->*method)(&context, request, &response));
-  if (!s.ok()) return s;
-  return response;
+  const int64_t give_up = SteadyMs() + (coordinators_.size() > 1 ? kFailoverWaitMs : 0);
+  for (int pause_ms = 100;; pause_ms = std::min(pause_ms * 2, 1000)) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    Response response;
+    std::shared_ptr<v1::TuningService::Stub> stub = coordinators_.stub();
+    absl::Status s = ToAbsl((stub.get()->*method)(&context, request, &response));
+    if (s.ok()) return response;
+    // Several addresses: a leader and its standbys. One down or standing by answers
+    // UNAVAILABLE; the next may lead (or will, once a standby has taken over).
+    if (s.code() != absl::StatusCode::kUnavailable || coordinators_.size() == 1) return s;
+    coordinators_.Failover(stub);
+    if (SteadyMs() > give_up) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  }
 }
 
 absl::StatusOr<std::string> Client::SubmitJob(const v1::JobSpec& spec) {
@@ -147,7 +160,8 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id, const WatchCall
   while (true) {
     grpc::ClientContext context;  // no deadline: a job may run for hours
     auth_.Apply(&context);
-    auto reader = stub_->WatchJob(&context, request);
+    std::shared_ptr<v1::TuningService::Stub> stub = coordinators_.stub();
+    auto reader = stub->WatchJob(&context, request);
     v1::JobEvent event;
     bool got_event = false;
     while (reader->Read(&event)) {
@@ -166,6 +180,7 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id, const WatchCall
     }
     absl::Status status = ToAbsl(reader->Finish());
     if (!status.ok() && !IsTransient(status.code())) return status;
+    if (status.code() == absl::StatusCode::kUnavailable) coordinators_.Failover(stub);
     if (status.ok() || got_event) {
       // The stream ended without a terminal event: the job may have ended meanwhile.
       absl::StatusOr<v1::Job> job = GetJob(job_id);
@@ -195,6 +210,9 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id, const WatchCall
 }
 
 std::string DescribeError(const absl::Status& status, const std::string& address) {
+  if (status.code() == absl::StatusCode::kUnavailable &&
+      absl::StrContains(status.message(), "standby"))
+    return absl::StrCat("UNAVAILABLE: ", address, ": ", status.message());
   if (status.code() == absl::StatusCode::kUnavailable)
     return absl::StrCat("cannot reach the coordinator at ", address,
                         " (is kiln-coordinator running? set --coordinator or KILN_COORDINATOR)");

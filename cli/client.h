@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/client_auth.h"
+#include "common/leader_follower.h"
 #include "kiln/v1/tuning_service.grpc.pb.h"
 
 namespace kiln::cli {
@@ -23,8 +24,12 @@ struct WatchCallbacks {
 
 class Client {
  public:
-  // `auth`: TLS and the bearer token (--tls-ca, --token-file); default plaintext, no token.
+  // `address`: HOST:PORT, or a comma-separated list of a leading coordinator and its standbys
+  // (calls follow the leader: an UNAVAILABLE answer moves on to the next address, for up to
+  // kFailoverWaitMs when every address fails). `auth`: TLS and the bearer token (--tls-ca,
+  // --token-file); default plaintext, no token.
   explicit Client(std::string address, int deadline_seconds = 30, ClientAuth auth = {});
+  static constexpr int kFailoverWaitMs = 30000;
 
   const std::string& address() const { return address_; }
 
@@ -57,7 +62,7 @@ class Client {
   std::string address_;
   int deadline_seconds_;
   ClientAuth auth_;
-  std::unique_ptr<v1::TuningService::Stub> stub_;
+  LeaderFollower<v1::TuningService> coordinators_;
 };
 
 // The user-facing text (without the "kiln: " prefix) of a failed call to the coordinator at

@@ -118,6 +118,15 @@ void MetricsEndpoint::Answer(int conn) {
   if (path == "/metrics") {
     std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
     SendAll(conn, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body, head));
+  } else if (path == "/ready") {
+    std::function<bool()> ready;
+    {
+      std::lock_guard<std::mutex> lock(ready_mu_);
+      ready = ready_;
+    }
+    const bool yes = !ready || ready();
+    SendAll(conn, Response(yes ? "200 OK" : "503 Service Unavailable", "text/plain",
+                           yes ? "ready\n" : "not ready (standing by)\n", head));
   } else if (path == "/") {
     SendAll(conn, Response("200 OK", "text/plain", "Kiln: metrics at /metrics\n", head));
   } else {

@@ -7,7 +7,9 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,6 +25,12 @@ class MetricsEndpoint {
       const std::string& flag = "--metrics-listen");
   ~MetricsEndpoint();  // stops serving
   int port() const { return port_; }
+  // GET /ready answers 200 while `ready` says so, else 503 (a standby coordinator: Kubernetes
+  // sends traffic to the leader only). Without one, always 200.
+  void SetReady(std::function<bool()> ready) {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_ = std::move(ready);
+  }
 
  private:
   MetricsEndpoint(int fd, int port, std::shared_ptr<prometheus::Registry> registry);
@@ -34,6 +42,8 @@ class MetricsEndpoint {
   std::shared_ptr<prometheus::Registry> registry_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::mutex ready_mu_;
+  std::function<bool()> ready_;
 };
 
 }  // namespace kiln

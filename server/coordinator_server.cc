@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -58,26 +59,23 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     if (std::string lock = DataDirLock::PathFor(o.store, o.data_dir); !lock.empty()) {
       ASSIGN_OR_RETURN(data_dir_lock_, DataDirLock::Acquire(lock));
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(o.store, o.data_dir));
-    store_ = NewMeteredStore(std::move(store), metrics_.get());
+    options_ = o;
+    // On a PostgreSQL database that another coordinator leads, this one stands by: it serves
+    // UNAVAILABLE (clients move on to the next --coordinator address) and takes over as soon as
+    // the leader's session, and with it the database lock, is gone.
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(o.store, o.data_dir);
+    const bool standby = !store.ok() && IsLeaderElsewhere(store.status());
+    if (!store.ok() && !standby) return store.status();
     if (!o.metrics_listen.empty()) {
       ASSIGN_OR_RETURN(metrics_endpoint_,
                        MetricsEndpoint::Start(o.metrics_listen, metrics_->registry()));
       metrics_port_ = metrics_endpoint_->port();
+      metrics_endpoint_->SetReady([this] { return leading_.load() != nullptr; });
     }
-    CoreOptions core;
-    core.lease_ttl_ms = o.lease_ttl_ms;
-    core.heartbeat_interval_ms = o.heartbeat_interval_ms;
-    core.racing = o.racing;
-    core.final_rounds = o.final_rounds;
-    core.finalists = o.finalists;
-    core.worker_purge_after_ms = o.worker_purge_after_ms;
-    core.job_retention_ms = o.job_retention_ms;
-    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, metrics_.get(), core);
-    RETURN_IF_ERROR(core_->Recover());
-    tuning_ = std::make_unique<TuningServiceImpl>(core_.get(), metrics_.get(), auth_.get());
+    tuning_ = std::make_unique<TuningServiceImpl>(nullptr, metrics_.get(), auth_.get());
     tuning_->SetWatchLimits(o.max_watch_streams_per_caller, o.max_watch_streams);
-    workers_ = std::make_unique<WorkerServiceImpl>(core_.get(), metrics_.get(), auth_.get());
+    workers_ = std::make_unique<WorkerServiceImpl>(nullptr, metrics_.get(), auth_.get());
+    if (!standby) RETURN_IF_ERROR(Lead(*std::move(store)));
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
@@ -100,9 +98,11 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     address_ = absl::StrCat(host, ":", bound);
     if (!o.port_file.empty())
       RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(bound, "\n")));
-    ticker_ = std::thread([this] {
+    server_->GetHealthCheckService()->SetServingStatus(!standby);
+    ticker_ = std::thread([this, standby] {
+      if (standby) StandBy();
       while (!stop_) {
-        core_->Tick();
+        if (Coordinator* core = leading_.load()) core->Tick();
         for (int i = 0; i < 5 && !stop_; ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -110,11 +110,14 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     return absl::OkStatus();
   }
 
+  bool standby() const override { return leading_.load() == nullptr; }
+
   std::string address() const override { return address_; }
   int metrics_port() const override { return metrics_port_; }
 
   void Shutdown() override {
     if (stop_.exchange(true)) return;
+    { std::lock_guard<std::mutex> lock(lead_mu_); }  // a takeover under way finishes first
     if (tuning_) tuning_->Stop();
     if (core_) core_->Shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -124,6 +127,59 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
   }
 
  private:
+  // Builds the core on `store` (recovering its jobs) and serves it.
+  absl::Status Lead(std::unique_ptr<Store> store) {
+    store_ = NewMeteredStore(std::move(store), metrics_.get());
+    CoreOptions core;
+    core.lease_ttl_ms = options_.lease_ttl_ms;
+    core.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+    core.racing = options_.racing;
+    core.final_rounds = options_.final_rounds;
+    core.finalists = options_.finalists;
+    core.worker_purge_after_ms = options_.worker_purge_after_ms;
+    core.job_retention_ms = options_.job_retention_ms;
+    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, metrics_.get(), core);
+    RETURN_IF_ERROR(core_->Recover());
+    tuning_->Activate(core_.get());
+    workers_->Activate(core_.get());
+    leading_ = core_.get();
+    if (server_) server_->GetHealthCheckService()->SetServingStatus(true);
+    return absl::OkStatus();
+  }
+
+  // A standby: opens the store again and again (each try waits up to a few seconds for the
+  // database lock) until the leader is gone, then leads.
+  void StandBy() {
+    if (!options_.quiet)
+      std::fprintf(stderr,
+                   "kiln-coordinator: standing by: another coordinator leads on %s; taking over "
+                   "when it stops\n",
+                   RedactStoreSpec(options_.store).c_str());
+    while (!stop_) {
+      absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(options_.store, options_.data_dir);
+      if (!store.ok()) {
+        if (!IsLeaderElsewhere(store.status()) && !options_.quiet)
+          std::fprintf(stderr, "kiln-coordinator: standing by: %s\n",
+                       std::string(store.status().message()).c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(lead_mu_);
+      if (stop_) return;
+      absl::Status led = Lead(*std::move(store));
+      if (!options_.quiet)
+        std::fprintf(stderr, "kiln-coordinator: %s\n",
+                     led.ok() ? "leading: took over from the previous coordinator"
+                              : absl::StrCat("could not take over: ", led.message()).c_str());
+      if (led.ok()) return;
+      core_.reset();
+      store_.reset();
+    }
+  }
+
+  CoordinatorOptions options_;
+  std::mutex lead_mu_;
+  std::atomic<Coordinator*> leading_{nullptr};  // null while standing by
   std::unique_ptr<DataDirLock> data_dir_lock_;  // released last
   SystemClock clock_;
   std::unique_ptr<Store> store_;

@@ -41,6 +41,10 @@ class RunningCoordinator {
   virtual std::string address() const = 0;  // "127.0.0.1:PORT", the bound address
   virtual int metrics_port() const = 0;     // 0 when disabled
   virtual void Shutdown() = 0;              // stops serving; idempotent
+  // True while another coordinator leads on the same PostgreSQL database: this one answers
+  // every call UNAVAILABLE (its health check NOT_SERVING) and takes over when the leader's
+  // session ends (kill, crash or network: PostgreSQL frees its lock).
+  virtual bool standby() const = 0;
 };
 
 absl::StatusOr<std::unique_ptr<RunningCoordinator>> StartCoordinator(const CoordinatorOptions& o);

@@ -37,8 +37,9 @@ constexpr char kUsage[] =
     "             anyone else can reach; see docs/security.md)\n"
     "--data-dir, --store sqlite:PATH: one coordinator per data dir (a lock, DIR/coordinator.lock\n"
     "             or coordinator.lock beside PATH); a second one exits at once naming the\n"
-    "             holder. postgresql://: one coordinator per database (several coordinators\n"
-    "             on one database, a leader and standbys, are not supported yet)\n"
+    "             holder. postgresql://: one leads a database at a time; another started on\n"
+    "             it stands by (answering UNAVAILABLE) and takes over within seconds of the\n"
+    "             leader's end; give clients and workers every address: --coordinator A,B\n"
     "--worker-purge-after SECONDS: forget a worker not heard from for this long (default 3600;\n"
     "             0: never); its leases were requeued when they expired\n"
     "--job-retention-days DAYS: finished jobs older than this stay in the store but are not\n"
@@ -131,8 +132,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kiln-coordinator: %s\n", std::string(running.status().message()).c_str());
     return 1;
   }
-  std::fprintf(stderr, "kiln-coordinator: serving on %s, metrics on :%d, store %s\n",
-               (*running)->address().c_str(), (*running)->metrics_port(),
+  std::fprintf(stderr, "kiln-coordinator: %s on %s, metrics on :%d, store %s\n",
+               (*running)->standby() ? "standing by" : "serving", (*running)->address().c_str(),
+               (*running)->metrics_port(),
                o.store.empty() ? (o.data_dir + "/kiln.db").c_str()
                                : kiln::server::RedactStoreSpec(o.store).c_str());
   int sig = kiln::WaitForTerminationSignal();

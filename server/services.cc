@@ -28,8 +28,14 @@ grpc::Status Handle(const char* method, Fn&& body) {
 // with CallerOf(*ctx) answering who called. Every RPC of both services goes through here; the
 // health and reflection services do not (they answer without a token).
 template <typename Fn>
-grpc::Status Serve(grpc::ServerContext* ctx, const Authenticator* auth, CoordinatorMetrics* metrics,
-                   Access access, const char* method, Fn&& body) {
+grpc::Status Serve(grpc::ServerContext* ctx, const Coordinator* core, const Authenticator* auth,
+                   CoordinatorMetrics* metrics, Access access, const char* method, Fn&& body) {
+  // A standby (server/coordinator_server.h): UNAVAILABLE, which clients with several
+  // --coordinator addresses take as "try the next one".
+  if (!core)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this kiln-coordinator is a standby: another one leads on the same "
+                        "database (try the next address of --coordinator)");
   Caller caller{Role::kAdmin, "", false};
   if (auth && ctx) {
     std::string reason;
@@ -59,7 +65,7 @@ absl::Status TuningServiceImpl::CheckOwner(grpc::ServerContext* ctx, const std::
   if (!auth_ || !ctx) return absl::OkStatus();
   Caller caller = CallerOf(*ctx);
   if (caller.role == Role::kAdmin) return absl::OkStatus();
-  auto job = core_->GetJob(job_id);
+  auto job = core()->GetJob(job_id);
   if (!job.ok()) return job.status();
   if (MayUseJob(caller, job->spec().owner())) return absl::OkStatus();
   if (metrics_) metrics_->Refused("not_owner");
@@ -68,7 +74,7 @@ absl::Status TuningServiceImpl::CheckOwner(grpc::ServerContext* ctx, const std::
 
 grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                           v1::SubmitJobResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "SubmitJob", [&] {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "SubmitJob", [&] {
     v1::JobSpec spec = req->spec();
     spec.set_owner(ctx ? CallerOf(*ctx).name : "");  // never what the client claims
     // Extending a job reads its spec and results: only who may see that job.
@@ -76,28 +82,28 @@ grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::Su
       RETURN_IF_ERROR(ValidateJobId(spec.extend_job_id(), "extend_job_id"));
       RETURN_IF_ERROR(CheckOwner(ctx, spec.extend_job_id()));
     }
-    return Assign(core_->SubmitJob(spec), resp->mutable_job_id());
+    return Assign(core()->SubmitJob(spec), resp->mutable_job_id());
   });
 }
 
 grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                        v1::Job* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "GetJob", [&] {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "GetJob", [&] {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    return Assign(core_->GetJob(req->job_id()), resp);
+    return Assign(core()->GetJob(req->job_id()), resp);
   });
 }
 
 grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                          v1::ListJobsResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "ListJobs", [&] {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "ListJobs", [&] {
     if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
     const Caller caller = ctx ? CallerOf(*ctx) : Caller{Role::kAdmin, "", false};
     if (caller.role == Role::kAdmin) {
-      for (auto& j : core_->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
+      for (auto& j : core()->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
       return absl::OkStatus();
     }
-    for (auto& j : core_->ListJobs(0)) {  // a submitter lists only its own jobs
+    for (auto& j : core()->ListJobs(0)) {  // a submitter lists only its own jobs
       if (req->limit() > 0 && resp->jobs_size() >= req->limit()) break;
       if (MayUseJob(caller, j.spec().owner())) *resp->add_jobs() = std::move(j);
     }
@@ -135,14 +141,14 @@ void TuningServiceImpl::LeaveWatch(const std::string& caller) {
 
 grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                          grpc::ServerWriter<v1::JobEvent>* writer) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "WatchJob", [&]() -> absl::Status {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "WatchJob", [&]() -> absl::Status {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
     const std::string caller = CallerOf(*ctx).name;
     RETURN_IF_ERROR(EnterWatch(caller));
     absl::Cleanup leave = [&] { LeaveWatch(caller); };
     int64_t seq = 0;
     while (!ctx->IsCancelled() && !stopping_) {
-      auto events = core_->WaitEvents(req->job_id(), seq, 1000);
+      auto events = core()->WaitEvents(req->job_id(), seq, 1000);
       if (!events.ok()) return events.status();
       for (const auto& e : *events) {
         seq = std::max(seq, e.seq());
@@ -160,9 +166,9 @@ grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Wat
 
 grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                           v1::CancelJobResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "CancelJob", [&] {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "CancelJob", [&] {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    auto state = core_->CancelJob(req->job_id());
+    auto state = core()->CancelJob(req->job_id());
     if (!state.ok()) return state.status();
     resp->set_state(*state);
     return absl::OkStatus();
@@ -172,16 +178,16 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::Ca
 grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext* ctx,
                                            const v1::GetResultsRequest* req,
                                            v1::GetResultsResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "GetResults", [&] {
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "GetResults", [&] {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    return Assign(core_->GetResults(req->job_id()), resp);
+    return Assign(core()->GetResults(req->job_id()), resp);
   });
 }
 
 grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest*,
                                             v1::ListWorkersResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "ListWorkers", [&] {
-    for (auto& w : core_->ListWorkers()) *resp->add_workers() = std::move(w);
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "ListWorkers", [&] {
+    for (auto& w : core()->ListWorkers()) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
 }
@@ -189,8 +195,8 @@ grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext* ctx, const v1::
 grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext* ctx,
                                            const v1::LookupBestRequest* req,
                                            v1::LookupBestResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "LookupBest", [&] {
-    auto records = core_->LookupBest(*req);
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "LookupBest", [&] {
+    auto records = core()->LookupBest(*req);
     if (!records.ok()) return records.status();
     for (auto& r : *records) *resp->add_records() = std::move(r);
     return absl::OkStatus();
@@ -200,13 +206,14 @@ grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext* ctx,
 grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext* ctx,
                                               const v1::ExportKernelsRequest* req,
                                               v1::ExportKernelsResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kTuning, "ExportKernels", [&]() -> absl::Status {
-    if (req->job_id().empty()) return absl::InvalidArgumentError("job_id: required");
-    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    auto job = core_->GetJob(req->job_id());
-    if (!job.ok()) return job.status();
-    return Assign(ExportJobKernels(*job), resp);
-  });
+  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "ExportKernels",
+               [&]() -> absl::Status {
+                 if (req->job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+                 RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
+                 auto job = core()->GetJob(req->job_id());
+                 if (!job.ok()) return job.status();
+                 return Assign(ExportJobKernels(*job), resp);
+               });
 }
 
 // The credential a WorkerService call came with: worker ids belong to it ("" anonymous).
@@ -216,42 +223,42 @@ static std::string WorkerCaller(const grpc::ServerContext* ctx) {
 
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                          v1::RegisterResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Register",
-               [&] { return Assign(core_->Register(*req, WorkerCaller(ctx)), resp); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "Register",
+               [&] { return Assign(core()->Register(*req, WorkerCaller(ctx)), resp); });
 }
 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Heartbeat",
-               [&] { return Assign(core_->Heartbeat(*req, WorkerCaller(ctx)), resp); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "Heartbeat",
+               [&] { return Assign(core()->Heartbeat(*req, WorkerCaller(ctx)), resp); });
 }
 
 grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext* ctx,
                                             const v1::LeaseTrialsRequest* req,
                                             v1::LeaseTrialsResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "LeaseTrials",
-               [&] { return Assign(core_->LeaseTrials(*req, WorkerCaller(ctx)), resp); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "LeaseTrials",
+               [&] { return Assign(core()->LeaseTrials(*req, WorkerCaller(ctx)), resp); });
 }
 
 grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext* ctx,
                                               const v1::ReportResultsRequest* req,
                                               v1::ReportResultsResponse* resp) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "ReportResults",
-               [&] { return Assign(core_->ReportResults(*req, WorkerCaller(ctx)), resp); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "ReportResults",
+               [&] { return Assign(core()->ReportResults(*req, WorkerCaller(ctx)), resp); });
 }
 
 grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext* ctx,
                                               const v1::ReleaseTrialsRequest* req,
                                               v1::ReleaseTrialsResponse*) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "ReleaseTrials",
-               [&] { return core_->ReleaseTrials(*req, WorkerCaller(ctx)); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "ReleaseTrials",
+               [&] { return core()->ReleaseTrials(*req, WorkerCaller(ctx)); });
 }
 
 grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
                                            const v1::DeregisterRequest* req,
                                            v1::DeregisterResponse*) {
-  return Serve(ctx, auth_, metrics_, Access::kWorkerService, "Deregister",
-               [&] { return core_->Deregister(*req, WorkerCaller(ctx)); });
+  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "Deregister",
+               [&] { return core()->Deregister(*req, WorkerCaller(ctx)); });
 }
 
 }  // namespace kiln::server

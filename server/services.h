@@ -17,9 +17,11 @@ namespace kiln::server {
 class TuningServiceImpl final : public v1::TuningService::Service {
  public:
   // `auth` null: no credentials checked (every caller is an anonymous admin).
+  // `core` null: a standby, every call UNAVAILABLE until Activate.
   TuningServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
                     const Authenticator* auth = nullptr)
       : core_(core), metrics_(metrics), auth_(auth) {}
+  void Activate(Coordinator* core) { core_ = core; }
   void Stop() { stopping_ = true; }
   // Caps open WatchJob streams, each of which holds a server thread: per caller name
   // (anonymous callers share "") and in all.
@@ -47,7 +49,8 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   // OK when the caller may use job `job_id` (its own, or any for admin); counts refusals.
   absl::Status CheckOwner(grpc::ServerContext* ctx, const std::string& job_id);
 
-  Coordinator* core_;
+  Coordinator* core() const { return core_.load(); }
+  std::atomic<Coordinator*> core_;
   CoordinatorMetrics* metrics_;
   const Authenticator* auth_;
   std::atomic<bool> stopping_{false};
@@ -66,6 +69,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
                     const Authenticator* auth = nullptr)
       : core_(core), metrics_(metrics), auth_(auth) {}
+  void Activate(Coordinator* core) { core_ = core; }
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
                         v1::RegisterResponse*) override;
@@ -81,7 +85,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                           v1::DeregisterResponse*) override;
 
  private:
-  Coordinator* core_;
+  Coordinator* core() const { return core_.load(); }
+  std::atomic<Coordinator*> core_;
   CoordinatorMetrics* metrics_;
   const Authenticator* auth_;
 };

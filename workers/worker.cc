@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/kernel_template.h"
 #include "common/client_auth.h"
+#include "common/leader_follower.h"
 #include "common/lease_pacing.h"
 #include "hardware/device.h"
 #include "kiln/v1/worker_service.grpc.pb.h"
@@ -40,8 +41,9 @@ class WorkerImpl final : public Worker {
         device_(std::move(device)),
         metrics_(device_->Fingerprint().chip_type()),
         auth_(std::move(auth)),
-        stub_(v1::WorkerService::NewStub(
-            grpc::CreateChannel(o_.coordinator, auth_.ChannelCredentials()))) {
+        coordinators_(o_.coordinator, [this](const std::string& address) {
+          return grpc::CreateChannel(address, auth_.ChannelCredentials());
+        }) {
     if (o_.name.empty()) o_.name = absl::StrCat(Hostname(), "-", o_.device);
     limits_.timeout_seconds = o_.trial_timeout_seconds;
     limits_.memory_bytes = o_.trial_memory_bytes;
@@ -114,6 +116,18 @@ class WorkerImpl final : public Worker {
     return ctx;
   }
 
+  // One call to the coordinator in use; UNAVAILABLE (down, or a standby) moves on to the next
+  // --coordinator address for the next call.
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (v1::WorkerService::Stub::*method)(grpc::ClientContext*,
+                                                                    const Request&, Response*),
+                    grpc::ClientContext* ctx, const Request& req, Response* resp) {
+    std::shared_ptr<v1::WorkerService::Stub> stub = coordinators_.stub();
+    grpc::Status s = (stub.get()->*method)(ctx, req, resp);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) coordinators_.Failover(stub);
+    return s;
+  }
+
   void SendHeartbeat() {
     std::string id = WorkerId();
     if (id.empty()) return;
@@ -121,7 +135,7 @@ class WorkerImpl final : public Worker {
     req.set_worker_id(id);
     v1::HeartbeatResponse resp;
     auto ctx = Ctx(5);
-    grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
+    grpc::Status s = Call(&v1::WorkerService::Stub::Heartbeat, ctx.get(), req, &resp);
     if (s.ok() && !resp.known()) need_register_ = true;
   }
 
@@ -146,7 +160,7 @@ class WorkerImpl final : public Worker {
       req.set_worker_id(WorkerId());
       v1::RegisterResponse resp;
       auto ctx = Ctx(10);
-      grpc::Status s = stub_->Register(ctx.get(), req, &resp);
+      grpc::Status s = Call(&v1::WorkerService::Stub::Register, ctx.get(), req, &resp);
       if (s.ok()) {
         {
           std::lock_guard<std::mutex> lock(ctx_mu_);
@@ -190,7 +204,7 @@ class WorkerImpl final : public Worker {
           std::lock_guard<std::mutex> lock(ctx_mu_);
           lease_ctx_ = ctx.get();
         }
-        s = stub_->LeaseTrials(ctx.get(), req, &resp);
+        s = Call(&v1::WorkerService::Stub::LeaseTrials, ctx.get(), req, &resp);
         std::lock_guard<std::mutex> lock(ctx_mu_);
         lease_ctx_ = nullptr;
       }
@@ -273,7 +287,7 @@ class WorkerImpl final : public Worker {
     for (int i = from; i < resp.trials_size(); ++i) req.add_trial_ids(resp.trials(i).id());
     v1::ReleaseTrialsResponse out;
     auto ctx = Ctx(5);
-    stub_->ReleaseTrials(ctx.get(), req, &out);
+    Call(&v1::WorkerService::Stub::ReleaseTrials, ctx.get(), req, &out);
   }
 
   // After the runner has handed back its leases: tells the coordinator this worker is gone, so
@@ -286,7 +300,7 @@ class WorkerImpl final : public Worker {
     req.set_worker_id(id);
     v1::DeregisterResponse out;
     auto ctx = Ctx(3);
-    grpc::Status s = stub_->Deregister(ctx.get(), req, &out);
+    grpc::Status s = Call(&v1::WorkerService::Stub::Deregister, ctx.get(), req, &out);
     if (!s.ok()) Log("could not deregister (" + s.error_message() + "); it will be seen as lost");
   }
 
@@ -331,7 +345,7 @@ class WorkerImpl final : public Worker {
     for (int delay = 200, tries = 0;; delay = std::min(delay * 2, 5000), ++tries) {
       v1::ReportResultsResponse resp;
       auto ctx = Ctx(10);
-      grpc::Status s = stub_->ReportResults(ctx.get(), req, &resp);
+      grpc::Status s = Call(&v1::WorkerService::Stub::ReportResults, ctx.get(), req, &resp);
       if (s.ok()) return;
       if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
         need_register_ = true;
@@ -359,8 +373,8 @@ class WorkerImpl final : public Worker {
   WorkerOptions o_;
   std::unique_ptr<hardware::Device> device_;
   WorkerMetrics metrics_;
-  ClientAuth auth_;  // before stub_: the channel is made from it
-  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  ClientAuth auth_;  // before coordinators_: the channels are made from it
+  LeaderFollower<v1::WorkerService> coordinators_;
   SandboxLimits limits_;
   TrialServer trial_server_;  // measures tuning trials; stopped while there is no work
   std::atomic<bool> stop_{false};

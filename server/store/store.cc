@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -16,6 +17,20 @@
 #endif
 
 namespace kiln::server {
+
+namespace {
+constexpr char kLeaderElsewhere[] = "kiln.dev/leader-elsewhere";
+}  // namespace
+
+absl::Status LeaderElsewhereError(const std::string& message) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  s.SetPayload(kLeaderElsewhere, absl::Cord("1"));
+  return s;
+}
+
+bool IsLeaderElsewhere(const absl::Status& status) {
+  return status.GetPayload(kLeaderElsewhere).has_value();
+}
 
 bool IsPostgresSpec(const std::string& spec) {
   return absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://");

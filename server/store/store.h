@@ -55,6 +55,10 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
                                                  const std::string& data_dir);
 
 bool IsPostgresSpec(const std::string& spec);
+// A shared store that another coordinator leads (PostgreSQL's advisory lock is held): this one
+// may stand by (server/coordinator_server.h). The error says so; IsLeaderElsewhere recognizes it.
+absl::Status LeaderElsewhereError(const std::string& message);
+bool IsLeaderElsewhere(const absl::Status& status);
 // The spec with any password replaced by "***", for logs and messages.
 std::string RedactStoreSpec(const std::string& spec);
 

@@ -1,6 +1,8 @@
 #include "server/store/postgres/postgres_store.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -124,7 +126,7 @@ class PostgresStore final : public Store {
                                                  {pg::Text(kLockKey)}));
       if (r.rows() == 1 && r.Value(0, 0) == "t") break;
       if (std::chrono::steady_clock::now() > deadline)
-        return absl::FailedPreconditionError(
+        return LeaderElsewhereError(
             absl::StrCat("postgresql ", conn_->target(),
                          ": another kiln-coordinator is using this database; stop it, or give each "
                          "coordinator its own database"));
@@ -148,7 +150,17 @@ class PostgresStore final : public Store {
   absl::Status Reconnect() {
     ready_ = false;
     if (conn_->broken()) RETURN_IF_ERROR(conn_->Reset());
-    return StartSession(kReconnectLockWaitMs);
+    absl::Status s = StartSession(kReconnectLockWaitMs);
+    if (IsLeaderElsewhere(s)) {
+      // The session was lost long enough for a standby to take the lock and lead. Two leaders
+      // must never write: this one leaves (a supervisor restarts it, and it stands by).
+      std::fprintf(stderr,
+                   "kiln-coordinator: lost the database session and another coordinator leads "
+                   "now; exiting so that only one leads (started again, it stands by)\n");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+    return s;
   }
 
   absl::Status Do(const char* sql, std::vector<pg::Param> params) {
