@@ -4,8 +4,10 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "agent/strategy.h"
@@ -36,6 +38,9 @@ struct TaskState {
   // as a strategy is written for; with hundreds of fast workers one model update serves a batch,
   // where learning from every result would make the strategy the fleet's bottleneck.
   std::deque<codegen::Config> ready;
+  // The config keys with a record in the store for this workload on the job's chip type, read
+  // when the task starts (Store::RecordKeys); only these are looked up. Unset: look up each.
+  std::optional<std::unordered_set<std::string>> record_keys;
   std::vector<agent::Observation> unseen;
   // Tells the strategy the results it has not seen (at most one model update).
   void FlushObservations() {

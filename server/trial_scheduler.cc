@@ -237,6 +237,9 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
         }
         task.starts = StartingConfigs(job, pick, model, std::move(first));
       }
+      if (auto keys = store_->RecordKeys(job.job.tasks(pick).workload_key(), chip_type); keys.ok())
+        task.record_keys.emplace(std::make_move_iterator(keys->begin()),
+                                 std::make_move_iterator(keys->end()));
     }
     std::vector<codegen::Config> configs;
     // Earlier jobs' best known configurations, then the template's own suggestions go first;
@@ -276,14 +279,15 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
       result->set_trials_from_earlier_jobs(result->trials_from_earlier_jobs() + 1);
       return &trial;
     }
-    auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type,
-                                     codegen::ConfigKey(configs[0]));
+    const std::string key = codegen::ConfigKey(configs[0]);
+    if (task.record_keys && !task.record_keys->count(key)) return &trial;  // never measured
+    auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type, key);
     // Only a record of the kernel the template renders today (see TuningRecord.kernel_digest).
     if (record.ok() && record->has_value() && ReusableStatus((*record)->measurement().status()) &&
         (*record)->kernel_digest() == KernelDigest(job, pick, configs[0])) {
       if ((*record)->job_id() != job.job.id()) {
         result->set_trials_from_earlier_jobs(result->trials_from_earlier_jobs() + 1);
-        task.earlier_job.emplace(codegen::ConfigKey(configs[0]), (*record)->job_id());
+        task.earlier_job.emplace(key, (*record)->job_id());
       }
       v1::Measurement m = (*record)->measurement();
       m.set_from_cache(true);

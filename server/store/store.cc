@@ -86,6 +86,10 @@ WriteBatch MergeBatches(std::vector<WriteBatch> batches) {
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> Store::RecordKeys(const std::string&, const std::string&) {
+  return absl::UnimplementedError("RecordKeys");
+}
+
 absl::StatusOr<std::optional<v1::Job>> Store::LoadJob(const std::string& job_id) {
   ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, LoadJobs());
   for (auto& j : jobs)

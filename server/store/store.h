@@ -43,6 +43,11 @@ class Store {
   virtual absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(
       const std::string& workload_key, const std::string& chip_type,
       const std::string& config_key) = 0;
+  // The config keys of every record of a workload on a chip type: a task reads them once, and
+  // looks up (FindRecord) only the proposals that have one, not every proposal (each lookup is a
+  // round trip to PostgreSQL). The default: UNIMPLEMENTED (every proposal is looked up).
+  virtual absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
+                                                              const std::string& chip_type);
   // The k fastest OK records for a workload on a chip type (any chip type when empty).
   virtual absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
                                                                    const std::string& chip_type,

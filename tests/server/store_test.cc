@@ -2,6 +2,7 @@
 // variants need KILN_TEST_POSTGRES, set by tests/deploy/with_postgres.sh; they skip without it).
 #include "server/store/store.h"
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -75,6 +76,19 @@ TEST_P(StoreTest, TopRecordsRankAcrossChipsAndLimit) {
   EXPECT_EQ(any[1].config_key(), "A=1");
   EXPECT_EQ(store->TopRecords(kWorkload, "cpu-a", 10)->size(), 2u);
   EXPECT_TRUE(store->TopRecords("gemm m=1 n=1 k=1 fp32", "", 10)->empty());
+}
+
+TEST_P(StoreTest, RecordKeysNameEveryRecordOfAWorkloadOnAChipType) {
+  auto store = *Open();
+  WriteBatch b;
+  b.records = {Record("A=1", 3, v1::OK, "cpu-a"), Record("A=2", 2, v1::TIMEOUT, "cpu-a"),
+               Record("A=3", 1, v1::OK, "cpu-b")};
+  ASSERT_TRUE(store->Write(b).ok());
+  auto keys = store->RecordKeys(kWorkload, "cpu-a");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  std::sort(keys->begin(), keys->end());
+  EXPECT_EQ(*keys, (std::vector<std::string>{"A=1", "A=2"}));  // failures too: they answer
+  EXPECT_TRUE(store->RecordKeys("gemm m=1 n=1 k=1 fp32", "cpu-a")->empty());
 }
 
 TEST_P(StoreTest, ValuesRoundTripExactly) {

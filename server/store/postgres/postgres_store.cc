@@ -104,6 +104,20 @@ class PostgresStore final : public Store {
     });
   }
 
+  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
+                                                      const std::string& chip_type) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Run([&]() -> absl::StatusOr<std::vector<std::string>> {
+      ASSIGN_OR_RETURN(pg::Result r, conn_->Exec("SELECT config_key FROM records WHERE "
+                                                 "workload_key = $1 AND chip_type = $2",
+                                                 {pg::Text(workload_key), pg::Text(chip_type)}));
+      std::vector<std::string> out;
+      out.reserve(r.rows());
+      for (int i = 0; i < r.rows(); ++i) out.push_back(r.Value(i, 0));
+      return out;
+    });
+  }
+
   absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
                                                            const std::string& chip_type,
                                                            int k) override {

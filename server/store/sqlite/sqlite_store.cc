@@ -142,6 +142,20 @@ class SqliteStore final : public Store {
     return std::optional<v1::TuningRecord>(std::move(r));
   }
 
+  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
+                                                      const std::string& chip_type) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT config_key FROM records WHERE workload_key=?1 AND chip_type=?2");
+    if (!s.ok()) return Error("prepare RecordKeys");
+    s.Text(1, workload_key);
+    s.Text(2, chip_type);
+    std::vector<std::string> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.ColumnBlob(0));
+    if (rc != SQLITE_DONE) return Error("RecordKeys");
+    return out;
+  }
+
   absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
                                                            const std::string& chip_type,
                                                            int k) override {
