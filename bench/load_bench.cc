@@ -50,6 +50,7 @@ struct Options {
   std::string store;  // empty: SQLite in the temp data dir
   std::string strategy = "random";
   double fake_us = 0;  // the simulated measurement's duration, per trial
+  int jobs = 1;        // run one after the other on the same coordinator and fleet
   int batch = 0;       // LeaseTrials max_trials; 0: kiln-worker's pacing (common/lease_pacing.h)
   std::string coordinator;
   double timeout_s = 600;
@@ -58,10 +59,13 @@ struct Options {
 };
 
 constexpr const char* kUsage =
-    "usage: kiln-bench-load --workers N --trials T [--store URL] [--strategy S] [--fake-us US]\n"
+    "usage: kiln-bench-load --workers N --trials T [--jobs J] [--store URL] [--strategy S]\n"
+    "                       [--fake-us US]\n"
     "                       [--batch B] [--coordinator PATH] [--timeout SECONDS] [--keep]\n"
     "                       [--json]\n"
     "--store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (default: SQLite in a temp dir)\n"
+    "--jobs: J jobs of T trials one after the other (default 1); rss_after_first_job_mb\n"
+    "         against rss_mb shows what finished jobs keep in memory\n"
     "--fake-us: each simulated worker sleeps this long per trial, +-20% (default 0)\n"
     "--batch: trials asked for per LeaseTrials, 1..64, each lease's results in one report;\n"
     "         default auto: kiln-worker's pacing (4 a lease, doubling up to 64 while trials\n"
@@ -441,6 +445,7 @@ int main(int argc, char** argv) {
   const std::vector<kiln::bench::Flag> flags = {
       {"--workers", kiln::bench::Flag::kValue, integer(&o.workers, 1, 4096, "--workers")},
       {"--trials", kiln::bench::Flag::kValue, integer(&o.trials, 1, 1000000, "--trials")},
+      {"--jobs", kiln::bench::Flag::kValue, integer(&o.jobs, 1, 10000, "--jobs")},
       {"--batch", kiln::bench::Flag::kValue,
        [&](const std::string& v) {
          if (v == "auto") return (o.batch = 0, std::string());
@@ -539,44 +544,55 @@ int main(int argc, char** argv) {
     spec->set_seed(1);
     kiln::v1::SubmitJobResponse submitted;
     const auto start = Clock::now();
-    {
-      grpc::ClientContext ctx;
-      grpc::Status s = tuning->SubmitJob(&ctx, submit, &submitted);
-      if (!s.ok()) {
-        std::fprintf(stderr, "kiln-bench-load: SubmitJob: %s\n", s.error_message().c_str());
-        StopCoordinator(*coordinator);
-        return 1;
-      }
-    }
     for (int i = 0; i < o.workers; ++i)
       threads.emplace_back(RunWorker, std::cref(o), stubs[i].get(), ids[i], std::cref(stop),
                            &stats[i]);
 
     kiln::v1::Job job;
     Clock::time_point end;
-    double rss_peak_mb = 0;
-    for (;;) {
-      grpc::ClientContext ctx;
-      kiln::v1::GetJobRequest req;
-      req.set_job_id(submitted.job_id());
-      grpc::Status s = tuning->GetJob(&ctx, req, &job);
-      end = Clock::now();
-      rss_peak_mb = std::max(rss_peak_mb, StatusMb(coordinator->pid, "VmRSS"));
-      if (s.ok() && job.state() != kiln::v1::QUEUED && job.state() != kiln::v1::RUNNING) break;
-      if (int status; waitpid(coordinator->pid, &status, WNOHANG) == coordinator->pid) {
-        coordinator->pid = -1;
-        std::fprintf(stderr, "kiln-bench-load: the coordinator exited during the job: %s\n",
-                     ReadFile(dir + "/coordinator.log").substr(0, 500).c_str());
-        rc = 1;
-        break;
+    double rss_peak_mb = 0, rss_first_job_mb = 0, done = 0;
+    for (int j = 0; j < o.jobs && rc == 0; ++j) {
+      spec->set_seed(1 + j);
+      {
+        grpc::ClientContext ctx;
+        grpc::Status s = tuning->SubmitJob(&ctx, submit, &submitted);
+        if (!s.ok()) {
+          std::fprintf(stderr, "kiln-bench-load: SubmitJob: %s\n", s.error_message().c_str());
+          rc = 1;
+          break;
+        }
       }
-      if (std::chrono::duration<double>(end - start).count() > o.timeout_s) {
-        std::fprintf(stderr, "kiln-bench-load: the job did not finish in %.0f s (%d trials done)\n",
-                     o.timeout_s, job.trials_done());
-        rc = 1;
-        break;
+      for (;;) {
+        grpc::ClientContext ctx;
+        kiln::v1::GetJobRequest req;
+        req.set_job_id(submitted.job_id());
+        grpc::Status s = tuning->GetJob(&ctx, req, &job);
+        end = Clock::now();
+        rss_peak_mb = std::max(rss_peak_mb, StatusMb(coordinator->pid, "VmRSS"));
+        if (s.ok() && job.state() != kiln::v1::QUEUED && job.state() != kiln::v1::RUNNING) break;
+        if (int status; waitpid(coordinator->pid, &status, WNOHANG) == coordinator->pid) {
+          coordinator->pid = -1;
+          std::fprintf(stderr, "kiln-bench-load: the coordinator exited during the job: %s\n",
+                       ReadFile(dir + "/coordinator.log").substr(0, 500).c_str());
+          rc = 1;
+          break;
+        }
+        if (std::chrono::duration<double>(end - start).count() > o.timeout_s) {
+          std::fprintf(stderr,
+                       "kiln-bench-load: the job did not finish in %.0f s (%d trials done)\n",
+                       o.timeout_s, job.trials_done());
+          rc = 1;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      done += job.trials_done();
+      if (job.state() != kiln::v1::SUCCEEDED || job.trials_done() != o.trials) rc = 1;
+      if (j == 0) {
+        // After the coordinator's next tick a finished job holds no trials in memory.
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        rss_first_job_mb = StatusMb(coordinator->pid, "VmRSS");
+      }
     }
     const double cpu_us = CpuUs(coordinator->pid) - cpu0;
     const double client_cpu_us = SelfCpuUs() - client_cpu0;
@@ -599,7 +615,6 @@ int main(int argc, char** argv) {
       if (all.first_error.empty()) all.first_error = s.first_error;
     }
     const double seconds = std::chrono::duration<double>(end - start).count();
-    const double done = job.trials_done();
     const double per_trial = done > 0 ? 1.0 / done : 0;
     auto delta = [&](const std::string& name, const std::vector<std::string>& labels) {
       return CounterSum(after_metrics, name, labels) - CounterSum(before_metrics, name, labels);
@@ -609,7 +624,7 @@ int main(int argc, char** argv) {
     const double rpcs = delta("kiln_rpc_requests_total", {});
     const bool succeeded = job.state() == kiln::v1::SUCCEEDED;
     if (!succeeded) rc = 1;
-    if (done != o.trials) rc = 1;
+    if (done != 1.0 * o.trials * o.jobs) rc = 1;
 
     nlohmann::ordered_json out;
     out["workers"] = o.workers;
@@ -622,6 +637,7 @@ int main(int argc, char** argv) {
       out["batch"] = o.batch;
     else
       out["batch"] = "auto";
+    out["jobs"] = o.jobs;
     out["job_state"] = kiln::v1::JobState_Name(job.state());
     out["job_trials_done"] = job.trials_done();
     out["trials_reported"] = all.trials;  // every kind: baseline, re-measurements, final rounds
@@ -656,6 +672,9 @@ int main(int argc, char** argv) {
     }
     out["rss_mb"] = kiln::RoundTo(rss_mb, 1);
     out["rss_before_job_mb"] = kiln::RoundTo(rss_before_mb, 1);
+    // With --jobs N: the RSS after the first job finished; the last one's is rss_mb. Memory that
+    // follows the active work keeps them close however many jobs finished.
+    if (o.jobs > 1) out["rss_after_first_job_mb"] = kiln::RoundTo(rss_first_job_mb, 1);
     out["rss_peak_mb"] = kiln::RoundTo(std::max(rss_peak_mb, hwm_mb), 1);
     if (!all.first_error.empty()) out["first_error"] = all.first_error.substr(0, 200);
     if (!succeeded && !job.message().empty()) out["job_message"] = job.message().substr(0, 200);

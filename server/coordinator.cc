@@ -233,8 +233,16 @@ absl::StatusOr<v1::GetResultsResponse> Coordinator::GetResults(const std::string
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(ValidateJobId(job_id));
   v1::GetResultsResponse out;
-  if (!FindJobLocked(job_id)) {  // archived: the job and its trials as stored
-    ASSIGN_OR_RETURN(*out.mutable_job(), StoredJobLocked(job_id));
+  JobEntry* entry = FindJobLocked(job_id);
+  if (!entry || entry->terminal()) {
+    // Archived, or finished (its trials left memory, ShedFinishedTrialsLocked): the trials as
+    // stored, once every write queued so far has landed.
+    commits_.WaitForAll();
+    if (entry) {
+      *out.mutable_job() = entry->job;
+    } else {
+      ASSIGN_OR_RETURN(*out.mutable_job(), StoredJobLocked(job_id));
+    }
     ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_->LoadTrials(job_id));
     for (auto& t : trials)
       if (t.state() != v1::PENDING) *out.add_trials() = std::move(t);
@@ -371,6 +379,13 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
 size_t Coordinator::JobsInMemory() {
   std::lock_guard<std::mutex> lock(mu_);
   return jobs_.size();
+}
+
+size_t Coordinator::TrialsInMemory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, job] : jobs_) n += job->trials.size();
+  return n;
 }
 
 void Coordinator::Shutdown() {

@@ -94,8 +94,10 @@ class Coordinator {
   // Wakes every long-poll so the server can stop.
   void Shutdown();
 
-  // Jobs held in memory (finished jobs past the retention period are not).
+  // Jobs held in memory (finished jobs past the retention period are not), and their trials
+  // (a finished job's leave memory at the next Tick).
   size_t JobsInMemory();
+  size_t TrialsInMemory();
 
  private:
   struct WorkerEntry {
@@ -130,6 +132,11 @@ class Coordinator {
   void FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,
                     WriteBatch& batch);
   void ExpireLeasesLocked(WriteBatch& batch);
+  // Finished jobs keep their record in memory but not their trials, strategies or most events:
+  // memory follows the active work, not the history (GetResults reads their trials from the
+  // store; a late report of one of their trials is answered as stale).
+  void ShedFinishedTrialsLocked();
+  static constexpr size_t kFinishedJobEvents = 8;
   void PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int task = -1,
                        const v1::Measurement* best = nullptr);
   void UpdateGaugesLocked();

@@ -174,10 +174,23 @@ void Coordinator::Tick() {
     }
   }
   WriteLocked(batch).IgnoreError();
+  ShedFinishedTrialsLocked();
   RetryReloadsLocked();
   PurgeLostWorkersLocked();
   UpdateWaitingLocked();  // workers fall silent without any call to notice it
   UpdateGaugesLocked();
+}
+
+void Coordinator::ShedFinishedTrialsLocked() {
+  for (auto& [id, job] : jobs_) {
+    if (!job->terminal() || job->trials.empty()) continue;
+    for (const auto& [tid, t] : job->trials) trial_job_.erase(tid);
+    job->trials.clear();
+    job->pending.clear();
+    job->leased.clear();
+    for (TaskState& task : job->tasks) task = TaskState();  // strategies, proposals made ahead
+    while (job->events.size() > kFinishedJobEvents) job->events.pop_front();
+  }
 }
 
 void Coordinator::AdoptUnconfirmedBestsLocked(JobEntry& job) {

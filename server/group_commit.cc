@@ -52,6 +52,12 @@ absl::Status GroupCommit::Wait(uint64_t ticket) {
   return status;
 }
 
+void GroupCommit::WaitForAll() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t last = next_ticket_ - 1;
+  done_cv_.wait(lock, [&] { return done_through_ >= last; });
+}
+
 std::vector<WriteBatch> GroupCommit::TakeFailed() {
   std::lock_guard<std::mutex> lock(mu_);
   failure_ = absl::OkStatus();

@@ -40,6 +40,9 @@ class GroupCommit {
   absl::StatusOr<uint64_t> Enqueue(WriteBatch batch);
   // Until the ticket's batch is committed (OK) or failed (the store's error). Ticket 0: OK.
   absl::Status Wait(uint64_t ticket);
+  // Until every batch queued so far is committed or failed (a read of the store that must see
+  // all of them). Without the coordinator's mutex held by the writer, safe under it.
+  void WaitForAll();
   // The failed batches not yet taken back (empty when there are none), and the failure cleared.
   std::vector<WriteBatch> TakeFailed();
   bool HasFailed();

@@ -23,7 +23,11 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
     entry->events = std::move(previous->events);
     entry->next_event_seq = std::max(entry->next_event_seq, previous->next_event_seq);
   }
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_->LoadTrials(entry->job.id()));
+  // A finished job's trials stay in the store (GetResults reads them on demand).
+  std::vector<v1::Trial> trials;
+  if (!entry->terminal()) {
+    ASSIGN_OR_RETURN(trials, store_->LoadTrials(entry->job.id()));
+  }
   // After a refused write the job's strategies are kept rather than built again (binding a
   // space costs up to seconds, under the lock, on every refused write of a full disk). They may
   // have seen a proposal or a result that was not stored: a result is observed again when it is
@@ -47,7 +51,6 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
   }
   for (auto& t : trials) {
     entry->next_trial_seq = std::max(entry->next_trial_seq, t.seq() + 1);
-    if (entry->terminal() && t.state() == v1::PENDING) continue;
     if (t.task_index() < 0 || t.task_index() >= entry->job.tasks_size())
       return absl::DataLossError(absl::StrCat("recovering job ", entry->job.id(), ": trial ",
                                               t.id(), " names task ", t.task_index()));

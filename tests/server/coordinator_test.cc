@@ -11,6 +11,7 @@
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/export.h"
 #include "tests/server/test_util.h"
@@ -125,6 +126,17 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
   auto results = *core_->GetResults(*id);
   EXPECT_EQ(results.trials_size(), 7);
   EXPECT_EQ(results.trials(2).kind(), v1::REMEASURE);
+  // The finished job's trials leave memory at the next tick; its results read them back.
+  EXPECT_EQ(core_->TrialsInMemory(), 7u);
+  core_->Tick();
+  EXPECT_EQ(core_->TrialsInMemory(), 0u);
+  auto again = *core_->GetResults(*id);
+  ASSERT_EQ(again.trials_size(), 7);
+  for (int i = 0; i < 7; ++i)
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(again.trials(i), results.trials(i)))
+        << i;
+  EXPECT_EQ(core_->GetJob(*id)->state(), v1::SUCCEEDED);
   // Racing: tuning trials leased after a best exists carry it; the first one, with no best to
   // beat, carries +infinity (any result is a new best: timed briefly, re-measured in full); the
   // re-measure carries nothing.
