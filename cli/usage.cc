@@ -50,7 +50,8 @@ Usage:
   kiln agent pretrain|... ARGS   the agent's offline tools (runs kiln-agent)
   kiln help [COMMAND] | kiln COMMAND --help | kiln --version
 
-The coordinator address defaults to $KILN_COORDINATOR, else 127.0.0.1:50051.
+The coordinator address defaults to $KILN_COORDINATOR, else 127.0.0.1:50051. A leader and
+its standbys on one PostgreSQL: --coordinator HOST:PORT,HOST:PORT (calls follow the leader).
 A coordinator with TLS and tokens (docs/security.md) needs, before or after COMMAND:
   --tls-ca FILE            the CA that signed its certificate (default $KILN_TLS_CA)
   --token-file FILE        a file whose first line is your token (default $KILN_TOKEN_FILE)
