@@ -78,6 +78,9 @@ with kiln_client.Client("127.0.0.1:1", timeout=5) as kiln:
         raise SystemExit("an absent coordinator answered")
     except kiln_client.KilnError as e:
         assert e.code == grpc.StatusCode.UNAVAILABLE and "cannot reach" in str(e), e
+# Several addresses (a leader and its standbys): a dead first one is passed over.
+with kiln_client.Client("127.0.0.1:1," + coord, token=token, timeout=5) as kiln:
+    assert any(j["state"] == "SUCCEEDED" for j in kiln.jobs())
 PY
 # TLS: the same coordinator restarted with a server certificate (the job kept in its data dir) is
 # read with tls_ca and the token; a plaintext client is not served.

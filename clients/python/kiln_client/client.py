@@ -170,7 +170,9 @@ def job_spec(spec):
 class Client:
     """A connection to a Kiln coordinator's TuningService.
 
-    coordinator: HOST:PORT. tls_ca: the CA certificate (a PEM file's path, or its bytes) to verify
+    coordinator: HOST:PORT, or a comma-separated list of a coordinator leading a PostgreSQL
+    database and its standbys: calls follow the leader (one answered UNAVAILABLE moves on to the
+    next address, for up to failover_wait seconds when every address fails). tls_ca: the CA certificate (a PEM file's path, or its bytes) to verify
     the coordinator with; without it the channel is plaintext (a coordinator without TLS serves
     loopback only). tls_cert/tls_key: an optional client key pair (PEM paths or bytes). token: a
     role token, sent as `authorization: Bearer TOKEN` on every call as the C++ CLI does.
@@ -178,11 +180,13 @@ class Client:
     """
 
     def __init__(self, coordinator, tls_ca=None, token=None, tls_cert=None, tls_key=None,
-                 timeout=60.0):
-        if not coordinator:
-            raise ValueError("coordinator: expected HOST:PORT")
+                 timeout=60.0, failover_wait=30.0):
+        addresses = [a.strip() for a in (coordinator or "").split(",") if a.strip()]
+        if not addresses:
+            raise ValueError("coordinator: expected HOST:PORT (or HOST:PORT,HOST:PORT,...)")
         self.address = coordinator
         self.timeout = timeout
+        self.failover_wait = failover_wait
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together; give both")
         if tls_cert is not None and tls_ca is None:
@@ -203,18 +207,27 @@ class Client:
             ("grpc.min_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 2000),
         ]
+        creds = None
         if tls_ca is not None:
             creds = grpc.ssl_channel_credentials(
                 root_certificates=_read_pem("tls_ca", tls_ca),
                 private_key=_read_pem("tls_key", tls_key),
                 certificate_chain=_read_pem("tls_cert", tls_cert))
-            self._channel = grpc.secure_channel(coordinator, creds, options=options)
-        else:
-            self._channel = grpc.insecure_channel(coordinator, options=options)
-        self._stub = service_grpc.TuningServiceStub(self._channel)
+        self._channels = [grpc.secure_channel(a, creds, options=options) if creds is not None
+                          else grpc.insecure_channel(a, options=options) for a in addresses]
+        self._stubs = [service_grpc.TuningServiceStub(c) for c in self._channels]
+        self._at = 0  # the address in use
+
+    @property
+    def _stub(self):
+        return self._stubs[self._at]
+
+    def _failover(self):
+        self._at = (self._at + 1) % len(self._stubs)
 
     def close(self):
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def __enter__(self):
         return self
@@ -223,11 +236,20 @@ class Client:
         self.close()
 
     def _call(self, method, request):
-        try:
-            return getattr(self._stub, method)(request, timeout=self.timeout,
-                                               metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise KilnError(e.code(), _describe(e, self.address)) from None
+        give_up = time.monotonic() + (self.failover_wait if len(self._stubs) > 1 else 0)
+        pause = 0.1
+        while True:
+            try:
+                return getattr(self._stub, method)(request, timeout=self.timeout,
+                                                   metadata=self._metadata)
+            except grpc.RpcError as e:
+                # Down, or a standby: the next address may lead (or will, once it took over).
+                if (e.code() != grpc.StatusCode.UNAVAILABLE or len(self._stubs) == 1
+                        or time.monotonic() > give_up):
+                    raise KilnError(e.code(), _describe(e, self.address)) from None
+                self._failover()
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def submit(self, spec):
         """Submits a job (a JobSpec or a dict, see job_spec) and returns its id."""
@@ -287,6 +309,8 @@ class Client:
             except grpc.RpcError as e:
                 if e.code() not in _TRANSIENT:
                     raise KilnError(e.code(), _describe(e, self.address)) from None
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._failover()
                 error = e
             finally:
                 stream.cancel()
