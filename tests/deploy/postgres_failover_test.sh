@@ -30,12 +30,7 @@ done
 budget=600
 job=$(submit --op gemm --shape M=256,N=512,K=512 --chip sim --budget $budget --strategy random) \
   || die "submit to the pair failed"
-done_n=0
-for _ in $(seq 300); do
-  done_n=$(kiln results "$job" --json | python3 -c 'import json,sys; t=json.load(sys.stdin)["tasks"][0]["trials"]; print(t["ok"]+t["failed"])')
-  [ "$done_n" -ge 100 ] && break; sleep 0.1
-done
-[ "$done_n" -ge 100 ] || die "job made no progress before the failover"
+wait_answered "$job" 100 "the failover"
 kill -9 "$A_PID"; wait "$A_PID" 2>/dev/null || true
 killed=$(date +%s.%N)
 for _ in $(seq 200); do grep -q "leading: took over" "$WORK/coordinator.log" && break; sleep 0.05; done
@@ -43,7 +38,7 @@ took=$(python3 -c "import time; print(round(time.time() - $killed, 1))")
 grep -q "leading: took over" "$WORK/coordinator.log" || die "the standby did not take over"
 python3 -c "import sys; sys.exit(0 if $took <= 10 else 1)" || die "the takeover took $took s (want <= 10)"
 [ "$(ready "$B_METRICS")" = 200 ] || die "the new leader's /ready is not 200"
-kiln watch "$job" >"$WORK/watch.log" 2>&1 || die "job did not succeed after the failover: $(tail -3 "$WORK/watch.log")"
+timeout 120 "$KILN_CLI" --coordinator "$COORD" watch "$job" >"$WORK/watch.log" 2>&1 || die "job did not succeed after the failover: $(tail -3 "$WORK/watch.log")"
 kiln results "$job" --json >"$WORK/results.json"
 python3 - "$WORK/results.json" "$budget" "$took" <<'PY' || die "trials not accounted for once"
 import json, sys

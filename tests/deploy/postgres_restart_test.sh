@@ -14,12 +14,7 @@ PORT=${COORD##*:}
 start_worker
 budget=6
 job=$(submit --op gemm --shape M=3,N=80,K=40 --chip cpu --budget $budget) || die "submit failed"
-done_n=0
-for _ in $(seq 300); do
-  done_n=$(kiln results "$job" --json | python3 -c 'import json,sys; t=json.load(sys.stdin)["tasks"][0]["trials"]; print(t["ok"]+t["failed"])')
-  [ "$done_n" -ge 2 ] && break; sleep 0.2
-done
-[ "$done_n" -ge 2 ] || die "job made no progress before the crash"
+wait_answered "$job" 2 "the crash"
 kill -9 "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
 start_coordinator "$PORT" --store "$STORE"
 kiln watch "$job" >"$WORK/watch.log" 2>&1 || die "job did not succeed after the restart: $(tail -3 "$WORK/watch.log")"

@@ -48,6 +48,16 @@ start_worker() {
 }
 
 kiln() { "$KILN_CLI" --coordinator "$COORD" "$@"; }
+# wait_answered JOB N WHAT: until N trials of JOB's first task are answered (ok or failed), else
+# dies saying the job made no progress before WHAT.
+wait_answered() {
+  local n=0
+  for _ in $(seq 300); do
+    n=$(kiln results "$1" --json | python3 -c 'import json,sys; t=json.load(sys.stdin)["tasks"][0]["trials"]; print(t["ok"]+t["failed"])')
+    [ "$n" -ge "$2" ] && return 0; sleep 0.2
+  done
+  die "job made no progress before $3 ($n trials answered)"
+}
 submit() {  # submit JOB-FLAGS... -> job id
   kiln submit "$@" --json | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])'
 }

@@ -8,11 +8,7 @@ start_worker
 budget=16
 job=$(kiln submit --op gemm --shape M=3,N=80,K=40 --chip cpu --budget $budget --json | tail -1 |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')
-for _ in $(seq 300); do
-  done_n=$(kiln results "$job" --json | python3 -c 'import json,sys; t=json.load(sys.stdin)["tasks"][0]["trials"]; print(t["ok"]+t["failed"])')
-  [ "$done_n" -ge 4 ] && break; sleep 0.2
-done
-[ "$done_n" -ge 4 ] || die "job made no progress before the crash"
+wait_answered "$job" 4 "the crash"
 kill -9 "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
 sleep 1
 start_coordinator "$PORT"

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "server/job_state.h"
+#include "tests/server/forwarding_store.h"
 #include "tests/server/store_fixture.h"
 
 namespace kiln::server {
@@ -18,9 +19,9 @@ using testing::Record;
 using testing::Trial;
 
 // Forwards to SQLite; writes fail while `fail` is set, and each write can be held back.
-class GatedStore final : public Store {
+class GatedStore final : public testing::ForwardingStore {
  public:
-  explicit GatedStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+  using ForwardingStore::ForwardingStore;
   std::atomic<bool> fail{false};
   std::atomic<bool> hold{false};
   std::atomic<int> writes{0};
@@ -29,27 +30,8 @@ class GatedStore final : public Store {
     while (hold) std::this_thread::yield();
     ++writes;
     if (fail) return absl::ResourceExhaustedError("disk full");
-    return inner_->Write(b);
+    return inner().Write(b);
   }
-  absl::StatusOr<std::vector<v1::Job>> LoadJobs() override { return inner_->LoadJobs(); }
-  absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& id) override {
-    return inner_->LoadTrials(id);
-  }
-  absl::StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override {
-    return inner_->LoadWorkers();
-  }
-  absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(const std::string& w,
-                                                             const std::string& c,
-                                                             const std::string& k) override {
-    return inner_->FindRecord(w, c, k);
-  }
-  absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& w,
-                                                           const std::string& c, int k) override {
-    return inner_->TopRecords(w, c, k);
-  }
-
- private:
-  std::unique_ptr<Store> inner_;
 };
 
 class GroupCommitTest : public ::testing::Test {

@@ -15,6 +15,7 @@
 #include "kiln/v1/tuning_service.grpc.pb.h"
 #include "server/coordinator.h"
 #include "server/coordinator_server.h"
+#include "tests/server/forwarding_store.h"
 #include "tests/server/test_util.h"
 
 namespace kiln::server {
@@ -35,12 +36,13 @@ v1::JobSpec Spec(int m, int budget) {
 }
 
 // A store whose writes can be made to fail, as on a full disk; reads still work.
-class FlakyStore final : public Store {
+class FlakyStore final : public testing::ForwardingStore {
  public:
-  explicit FlakyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+  using ForwardingStore::ForwardingStore;
   std::atomic<bool> fail{false};
   int fail_every = 0;  // > 0: every n-th write fails
   int writes = 0, failed = 0;
+  int job_loads = 0;
 
   absl::Status Write(const WriteBatch& b) override {
     ++writes;
@@ -48,32 +50,12 @@ class FlakyStore final : public Store {
       ++failed;
       return absl::ResourceExhaustedError("sqlite: database or disk is full");
     }
-    return inner_->Write(b);
+    return ForwardingStore::Write(b);
   }
-  absl::StatusOr<std::vector<v1::Job>> LoadJobs() override { return inner_->LoadJobs(); }
   absl::StatusOr<std::optional<v1::Job>> LoadJob(const std::string& id) override {
     ++job_loads;
-    return inner_->LoadJob(id);
+    return ForwardingStore::LoadJob(id);
   }
-  absl::StatusOr<std::vector<v1::Trial>> LoadTrials(const std::string& id) override {
-    return inner_->LoadTrials(id);
-  }
-  absl::StatusOr<std::vector<v1::WorkerInfo>> LoadWorkers() override {
-    return inner_->LoadWorkers();
-  }
-  absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(const std::string& w,
-                                                             const std::string& c,
-                                                             const std::string& k) override {
-    return inner_->FindRecord(w, c, k);
-  }
-  absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& w,
-                                                           const std::string& c, int k) override {
-    return inner_->TopRecords(w, c, k);
-  }
-  int job_loads = 0;
-
- private:
-  std::unique_ptr<Store> inner_;
 };
 
 class RobustnessTest : public ::testing::Test {
