@@ -6,7 +6,8 @@
 # counted), none duplicated (no proposal run as two trials, no report counted twice). Bounded: the
 # job gets DEADLINE seconds from submission, whatever happens.
 . "$(dirname "$0")/lib.sh"
-BUDGET=${KILN_CHAOS_BUDGET:-200}
+BUDGET=${KILN_CHAOS_BUDGET:-4000}  # sim trials take milliseconds: the job must outlast the kills
+# (and stay under the ~5,200 valid mappings of the shape)
 DEADLINE=${KILN_CHAOS_DEADLINE:-80}
 KILL_EVERY_PCT=${KILN_CHAOS_KILL_EVERY_PCT:-12}  # a kill at every 12% of the budget answered
 NWORKERS=3

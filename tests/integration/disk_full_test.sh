@@ -6,7 +6,7 @@
 [ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs (mount -t tmpfs)"
 MNT=$WORK/mnt
 mkdir -p "$MNT"
-mount -t tmpfs -o size=32m tmpfs "$MNT" 2>/dev/null || skip "mount -t tmpfs is not permitted here"
+mount -t tmpfs -o size=64m tmpfs "$MNT" 2>/dev/null || skip "mount -t tmpfs is not permitted here"
 unmount() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   sleep 0.3
@@ -23,7 +23,7 @@ count() {  # trials answered so far
 start_coordinator 0 --data-dir "$MNT/data"
 PORT=${COORD##*:}
 start_worker --device sim:systolic-128x128 --name w-sim
-budget=1500  # sim trials take milliseconds: enough to outlast the filling
+budget=5000  # sim trials take milliseconds: enough to outlast the filling, on a loaded host too
 job=$(submit --op gemm --shape M=64,N=1024,K=1024 --chip sim --budget $budget)
 for _ in $(seq 200); do n=$(count); [ "$n" -ge 3 ] && break; sleep 0.1; done
 [ "$n" -ge 3 ] || die "no progress before the disk filled"
