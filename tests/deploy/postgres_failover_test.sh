@@ -5,11 +5,7 @@
 # with_postgres.sh (KILN_TEST_POSTGRES); exits 77 (skipped) without it or without a
 # PostgreSQL-enabled build.
 . "$(dirname "$0")/lib.sh"
-[ -z "${KILN_NO_POSTGRES:-}" ] || skip "this build has no PostgreSQL store (KILN_WITH_POSTGRES is OFF)"
-[ -n "${KILN_TEST_POSTGRES:-}" ] || skip "KILN_TEST_POSTGRES not set (run through with_postgres.sh)"
-"$KILN_TEST_PSQL" -X -q -d "$KILN_TEST_POSTGRES/postgres" -c "CREATE DATABASE kiln_failover" \
-  || die "createdb failed"
-STORE=$KILN_TEST_POSTGRES/kiln_failover
+postgres_store kiln_failover
 start_coordinator 0 --store "$STORE" --data-dir "$WORK/a"
 A=$COORD; A_PID=$COORD_PID
 A_METRICS=$COORD_METRICS

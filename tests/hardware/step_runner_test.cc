@@ -2,7 +2,9 @@
 // (each task's safe default config) against the LibTorch eager forward pass of the same step.
 #include "hardware/cpu/step_runner.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "codegen/cpu/op_templates.h"
 #include "codegen/kernel_template.h"
@@ -14,6 +16,22 @@
 
 namespace kiln::hardware {
 namespace {
+
+// Kiln's step output against LibTorch's: the largest |kiln - torch|, the largest |torch| (the
+// tolerance's scale), and whether every Kiln output is finite.
+struct Gap {
+  double diff = 0, scale = 0;
+  bool finite = true;
+};
+Gap Compare(const std::vector<float>& kiln, const std::vector<float>& torch) {
+  Gap g;
+  for (size_t i = 0; i < kiln.size(); ++i) {
+    g.finite = g.finite && std::isfinite(kiln[i]);
+    g.diff = std::max(g.diff, static_cast<double>(std::fabs(kiln[i] - torch[i])));
+    g.scale = std::max(g.scale, static_cast<double>(std::fabs(torch[i])));
+  }
+  return g;
+}
 
 v1::ModelArch Tiny(const std::string& family) {
   v1::ModelArch a;
@@ -89,14 +107,10 @@ TEST_P(StepRunnerTest, KilnStepMatchesTheLibTorchForwardPass) {
   auto out = RunCpuStepOnce(Request(Tiny(family), phase, batch), device_->Fingerprint());
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->kiln.size(), static_cast<size_t>(batch * 101));
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < out->kiln.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(out->kiln[i])) << i;
-    diff = std::max(diff, static_cast<double>(std::fabs(out->kiln[i] - out->torch[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(out->torch[i])));
-  }
-  EXPECT_GT(scale, 0);
-  EXPECT_LT(diff, 1e-4 * scale + 1e-5) << family << " " << phase << " max diff " << diff;
+  const Gap g = Compare(out->kiln, out->torch);
+  ASSERT_TRUE(g.finite);
+  EXPECT_GT(g.scale, 0);
+  EXPECT_LT(g.diff, 1e-4 * g.scale + 1e-5) << family << " " << phase << " max diff " << g.diff;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StepRunnerTest,
@@ -120,15 +134,11 @@ TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
       if (arch.experts() > 0) arch.set_experts_per_token(arch.experts());
       auto out = RunCpuStepOnce(Request(arch, "decode", 1, dtype), device_->Fingerprint());
       ASSERT_TRUE(out.ok()) << family << ": " << out.status();
-      double diff = 0, scale = 0;
-      for (size_t i = 0; i < out->kiln.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(out->kiln[i])) << i;
-        diff = std::max(diff, static_cast<double>(std::fabs(out->kiln[i] - out->torch[i])));
-        scale = std::max(scale, static_cast<double>(std::fabs(out->torch[i])));
-      }
-      EXPECT_GT(scale, 0);
-      EXPECT_LT(diff, StepTolerance(dtype) * scale)
-          << family << " " << codegen::DTypeName(dtype) << " max diff " << diff;
+      const Gap g = Compare(out->kiln, out->torch);
+      ASSERT_TRUE(g.finite) << family;
+      EXPECT_GT(g.scale, 0);
+      EXPECT_LT(g.diff, StepTolerance(dtype) * g.scale)
+          << family << " " << codegen::DTypeName(dtype) << " max diff " << g.diff;
     }
 }
 
