@@ -6,59 +6,44 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/workload.h"
 #include "hardware/buffers.h"
 #include "hardware/measure.h"
-#include "hardware/reference/attention_reference.h"
-#include "hardware/reference/gemm_reference.h"
-#include "hardware/reference/rmsnorm_reference.h"
-#include "hardware/reference/softmax_reference.h"
-#include "hardware/reference/swiglu_reference.h"
+#include "hardware/op_cases.h"
 
 namespace kiln::hardware {
 namespace {
-
-size_t Dim(const v1::Workload& w, const char* name) {
-  auto it = w.dims().find(name);
-  return it == w.dims().end() ? 0 : static_cast<size_t>(it->second);
-}
 
 // Seeds of the two input streams: verification inputs never equal timing inputs.
 uint64_t VerifySeed(uint64_t seed) { return seed * 2 + 1; }
 uint64_t TimingSeed(uint64_t seed) { return seed * 2 + 2; }
 
-// Tolerances |out - ref| <= rtol * max(|ref|, floor): fp32 kernels with fast exp/rsqrt and any
-// summation order pass; an unwritten, stale or misindexed element fails by far.
-struct Tolerance {
-  double rtol, floor;
+// The operator's verification case and the positions in its arguments of the accelerator
+// kernel's operands (every argument but the epilogue's).
+struct AccelCase {
+  OpCase c;
+  std::vector<int> operands;
 };
-Tolerance ToleranceOf(v1::OpKind op) {
-  switch (op) {
-    case v1::SOFTMAX:
-      return {1e-4, 1e-3};  // probabilities: relative, down to 1e-7 absolute
-    case v1::ATTENTION_DECODE:
-      return {1e-3, 1e-2};  // a long softmax-weighted sum of values in [-1, 1)
-    default:
-      return {1e-4, 1e-1};  // rmsnorm, swiglu: outputs of order one
-  }
-}
 
-OutputCheck Compare(const std::vector<float>& ref, const float* out, Tolerance tol) {
-  OutputCheck c;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double scale = std::max<double>(std::fabs(ref[i]), tol.floor);
-    const double err = std::isfinite(out[i]) ? std::fabs(out[i] - ref[i]) / scale : INFINITY;
-    c.max_error = std::max(c.max_error, err);
-    if (!(err <= tol.rtol) && bad++ == 0) first = i;
+absl::StatusOr<AccelCase> AccelCaseOf(const v1::Workload& w) {
+  if (!w.epilogue().empty() || (w.dtype() != v1::FP32 && w.dtype() != v1::DTYPE_UNSPECIFIED))
+    return absl::UnimplementedError("operands: only fp32 operators without an epilogue");
+  auto made = MakeOpCase(w);
+  if (!made.ok()) return made.status();
+  AccelCase a{std::move(*made), {}};
+  for (size_t i = 0; i < a.c.args.size(); ++i)
+    if (!a.c.args[i].epilogue_only) a.operands.push_back(static_cast<int>(i));
+  // The harness below uploads fp32 inputs drawn uniformly and downloads one fp32 output, last.
+  for (size_t k = 0; k < a.operands.size(); ++k) {
+    const ArgSpec& arg = a.c.args[a.operands[k]];
+    const bool last = k + 1 == a.operands.size();
+    if (arg.elem != Elem::kF32 || arg.inout || (arg.fill == Fill::kNaN) != last ||
+        (!last && arg.fill != Fill::kUniform))
+      return absl::UnimplementedError(absl::StrCat(
+          "operands: ", codegen::OpName(w.op()), "'s argument ", arg.name,
+          " is not an fp32 input or its one output, which is all the accelerator harness moves"));
   }
-  c.ok = bad == 0;
-  if (!c.ok)
-    c.message =
-        absl::StrCat("wrong result: out[", first, "] = ", out[first], ", want ", ref[first],
-                     std::isnan(out[first]) ? " (NaN: element unwritten or poisoned)" : "", "; ",
-                     bad, " of ", ref.size(), " elements outside |out - ref| <= ", tol.rtol,
-                     " * max(|ref|, ", tol.floor, "); max_error ", c.max_error);
-  return c;
+  return a;
 }
 
 }  // namespace
@@ -70,27 +55,14 @@ double OperandLayout::bytes() const {
 }
 
 absl::StatusOr<OperandLayout> OperandsOf(const v1::Workload& w) {
-  if (!w.epilogue().empty() || w.dtype() == v1::BF16)
-    return absl::UnimplementedError("operands: only fp32 operators without an epilogue");
-  const auto d = [&](const char* n) { return Dim(w, n); };
-  switch (w.op()) {
-    case v1::GEMM:
-      return OperandLayout{{"A", "B", "C"}, {d("M") * d("K"), d("K") * d("N"), d("M") * d("N")}};
-    case v1::RMSNORM:
-      return OperandLayout{{"x", "weight", "out"}, {d("T") * d("D"), d("D"), d("T") * d("D")}};
-    case v1::SOFTMAX:
-      return OperandLayout{{"x", "out"}, {d("T") * d("N"), d("T") * d("N")}};
-    case v1::SWIGLU:
-      return OperandLayout{{"gate", "up", "out"},
-                           {d("T") * d("F"), d("T") * d("F"), d("T") * d("F")}};
-    case v1::ATTENTION_DECODE: {
-      const size_t kv = d("B") * d("KVH") * d("L") * d("D"), q = d("B") * d("H") * d("D");
-      return OperandLayout{{"q", "k", "v", "out"}, {q, kv, kv, q}};
-    }
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("operands: no reference for ", v1::OpKind_Name(w.op())));
+  auto a = AccelCaseOf(w);
+  if (!a.ok()) return a.status();
+  OperandLayout layout;
+  for (int i : a->operands) {
+    layout.names.push_back(a->c.args[i].name);
+    layout.floats.push_back(a->c.args[i].count);
   }
+  return layout;
 }
 
 std::vector<std::vector<float>> MakeInputs(const OperandLayout& layout, uint64_t seed) {
@@ -104,35 +76,20 @@ std::vector<std::vector<float>> MakeInputs(const OperandLayout& layout, uint64_t
 
 OutputCheck CheckOutput(const v1::Workload& w, const std::vector<std::vector<float>>& in,
                         const float* out) {
-  const auto d = [&](const char* n) { return static_cast<int>(Dim(w, n)); };
-  if (w.op() == v1::GEMM) {
-    // Above 2^28 multiply-adds, sampled rows plus the randomised checksum of every row (a
-    // fraction of a second instead of seconds per trial).
-    GemmCheck g =
-        CheckGemm(d("M"), d("N"), d("K"), in[0].data(), in[1].data(), out, kFullCheckMacs / 4);
-    return OutputCheck{g.ok, g.message, g.max_error};
-  }
-  auto layout = OperandsOf(w);
-  if (!layout.ok()) return OutputCheck{false, std::string(layout.status().message()), 0};
-  std::vector<float> ref(layout->floats.back());
-  switch (w.op()) {
-    case v1::RMSNORM:
-      ReferenceRmsNorm(in[0].data(), in[1].data(), ref.data(), d("T"), d("D"), kRmsNormEps);
-      break;
-    case v1::SOFTMAX:
-      ReferenceSoftmax(in[0].data(), ref.data(), d("T"), d("N"));
-      break;
-    case v1::SWIGLU:
-      ReferenceSwiglu(in[0].data(), in[1].data(), ref.data(), d("T"), d("F"));
-      break;
-    case v1::ATTENTION_DECODE:
-      ReferenceAttentionDecode(in[0].data(), in[1].data(), in[2].data(), ref.data(), d("B"), d("H"),
-                               d("KVH"), d("D"), d("L"), 1.0f / std::sqrt(float(d("D"))));
-      break;
-    default:
-      return OutputCheck{false, "no reference", 0};
-  }
-  return Compare(ref, out, ToleranceOf(w.op()));
+  auto a = AccelCaseOf(w);
+  if (!a.ok()) return OutputCheck{false, std::string(a.status().message()), 0};
+  // The case's check reads every argument: the epilogue's get zeros (no epilogue reads them).
+  std::vector<std::vector<float>> unused;
+  std::vector<const void*> before(a->c.args.size()), after(a->c.args.size());
+  for (size_t i = 0; i < a->c.args.size(); ++i)
+    if (a->c.args[i].epilogue_only) {
+      unused.emplace_back(a->c.args[i].count, 0.0f);
+      before[i] = after[i] = unused.back().data();
+    }
+  for (size_t k = 0; k < a->operands.size(); ++k)
+    before[a->operands[k]] = after[a->operands[k]] = k < in.size() ? in[k].data() : out;
+  const OpCheck check = a->c.check(before, after);
+  return OutputCheck{check.ok, check.message, check.max_error};
 }
 
 v1::Measurement MeasureOnDevice(const v1::Workload& w, const DeviceOperands& dev,

@@ -14,13 +14,9 @@
 
 namespace kiln::hardware {
 
-// The buffers of one operator call, in kernel-argument order: every input, then the output.
-// Dimension conventions are codegen/workload.cc's (all row-major, fp32):
-//   gemm              A[M,K], B[K,N]                 -> C[M,N]
-//   rmsnorm           x[T,D], weight[D]              -> out[T,D]   (eps kRmsNormEps)
-//   softmax           x[T,N]                         -> out[T,N]
-//   swiglu            gate[T,F], up[T,F]             -> out[T,F]
-//   attention_decode  q[B,H,D], k[B,KVH,L,D], v[..]  -> out[B,H,D] (scale 1/sqrt(D))
+// The buffers of one accelerator kernel call, in kernel-argument order: every input, then the
+// output. They are the operator's verification case (op_cases.h) without the epilogue's
+// arguments: the accelerator kernels take fp32 operands and no epilogue.
 struct OperandLayout {
   std::vector<std::string> names;  // inputs, then the output
   std::vector<size_t> floats;      // elements of each
@@ -28,7 +24,8 @@ struct OperandLayout {
   double bytes() const;  // all operands together
 };
 
-// UNIMPLEMENTED for operators without a reference here (or with an epilogue or bf16).
+// UNIMPLEMENTED for an epilogue, a dtype other than fp32, or an operator whose case has other
+// than fp32 inputs and one output (rope's in-place x, the router's indices).
 absl::StatusOr<OperandLayout> OperandsOf(const v1::Workload& w);
 
 // Deterministic inputs from `seed` (a different stream per operand).
@@ -40,8 +37,9 @@ struct OutputCheck {
   double max_error = 0;  // largest |out - ref| / max(|ref|, floor) (gemm: CheckGemm's measure)
 };
 
-// Verifies `out` against the reference operator computed in double from `inputs`. Every
-// element must be finite (outputs are pre-filled with NaN, so unwritten ones fail).
+// Verifies `out` by the operator's case (op_cases.h): its double-precision reference computed
+// from `inputs` and its tolerance. Every element must be finite (outputs are pre-filled with NaN,
+// so unwritten ones fail).
 OutputCheck CheckOutput(const v1::Workload& w, const std::vector<std::vector<float>>& inputs,
                         const float* out);
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hardware/buffers.h"
-#include "hardware/cpu/op_cases.h"
+#include "hardware/op_cases.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/measure.h"
 

@@ -5,12 +5,13 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/op_table.h"
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/cpu/baselines/vendor_gemm.h"
-#include "hardware/cpu/op_cases.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/op_cases.h"
 #include "hardware/reference/model_ops_reference.h"
 #include "hardware/reference/quant_format.h"
 
@@ -44,7 +45,7 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
       k->pack(N, K, static_cast<const float*>(weight), p);
       packed_[weight] = p;
     } else if (k->op && k->op_pack && k->op_pack_bytes) {
-      const std::vector<long long> dims = OpDims(w);
+      const std::vector<long long> dims = codegen::OrderedDims(w);
       float* p = Floats((k->op_pack_bytes(dims.data()) + 3) / 4);
       k->op_pack(dims.data(), weight, p);
       packed_[weight] = p;
@@ -111,7 +112,7 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
 
 absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
                              std::vector<float> params, bool kiln) {
-  const std::vector<long long> dims = OpDims(op.workload);
+  const std::vector<long long> dims = codegen::OrderedDims(op.workload);
   if (params.empty()) params.push_back(0);
   const auto start = profiling_ ? Clock::now() : Clock::time_point();
   auto done = [&](absl::Status s) {

@@ -20,7 +20,7 @@
 #include "common/status.h"
 #include "hardware/buffers.h"
 #include "hardware/cpu/kernel_runtime.h"
-#include "hardware/cpu/op_cases.h"
+#include "hardware/op_cases.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"

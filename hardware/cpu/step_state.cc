@@ -11,7 +11,7 @@
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/buffers.h"
-#include "hardware/cpu/op_cases.h"
+#include "hardware/op_cases.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/reference/model_ops_reference.h"
 #include "hardware/reference/quant_format.h"

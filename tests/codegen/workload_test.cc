@@ -1,6 +1,10 @@
 // Workload parsing and validation: every rule names the field, and keys are canonical.
 #include "codegen/workload.h"
 
+#include <set>
+#include <string>
+
+#include "codegen/op_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -72,4 +76,31 @@ TEST(Workload, OperatorRulesHold) {
 }
 
 }  // namespace
+// The operator table has one entry per OpKind, in OpKind order, each with distinct dimensions
+// and positive costs; the workload functions read it.
+TEST(OperatorTable, OneEntryPerOperatorKind) {
+  std::set<v1::OpKind> seen;
+  v1::OpKind previous = v1::OP_KIND_UNSPECIFIED;
+  for (const Operator& op : Operators()) {
+    EXPECT_GT(op.kind, previous) << OpName(op.kind);
+    previous = op.kind;
+    seen.insert(op.kind);
+    std::set<std::string> dims(op.dims.begin(), op.dims.end());
+    EXPECT_EQ(dims.size(), op.dims.size()) << OpName(op.kind) << " names a dimension twice";
+    ASSERT_FALSE(op.dims.empty()) << OpName(op.kind);
+    v1::Workload w;
+    w.set_op(op.kind);
+    for (const char* d : op.dims) (*w.mutable_dims())[d] = 64;
+    ASSERT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
+    EXPECT_GT(WorkloadFlops(w), 0) << OpName(op.kind);
+    EXPECT_GT(WorkloadBytes(w), 0) << OpName(op.kind);
+    EXPECT_EQ(OrderedDims(w), std::vector<long long>(op.dims.size(), 64));
+    EXPECT_NE(std::string(op.meaning), "") << OpName(op.kind);
+  }
+  for (int i = 1; i <= v1::OpKind_MAX; ++i)
+    if (v1::OpKind_IsValid(i))
+      EXPECT_TRUE(seen.count(static_cast<v1::OpKind>(i)))
+          << OpName(static_cast<v1::OpKind>(i)) << " is missing from codegen/op_table.cc";
+}
+
 }  // namespace kiln::codegen

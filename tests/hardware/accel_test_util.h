@@ -58,7 +58,7 @@ inline MeasureOptions QuickOptions() {
 }
 
 // Renders `config`, compiles and measures it on `device` in this process.
-inline v1::Measurement RunConfig(Device& device, const codegen::DeviceTemplate& t,
+inline v1::Measurement RunConfig(Device& device, const codegen::KernelTemplate& t,
                                  const v1::Workload& w, const codegen::Config& config,
                                  const MeasureOptions& opts = QuickOptions()) {
   const codegen::ChipTraits traits = codegen::TraitsFromFingerprint(device.Fingerprint());

@@ -1,5 +1,8 @@
-// Per-operator verification cases: the buffers an operator takes, how inputs are drawn, its
-// scalars, and the check of its outputs against the double-precision reference.
+// The operator table, verification half (the shape half is codegen/op_table.h): for every
+// operator, the buffers it takes in kernel-argument order, how inputs are drawn, its scalars, and
+// the check of its outputs against the double-precision reference with its tolerance. Every
+// backend verifies with it: the CPU harness (cpu/op_harness.cc) and the accelerators'
+// (operands.cc).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,9 @@ struct ArgSpec {
   Elem elem = Elem::kF32;
   Fill fill = Fill::kUniform;
   bool inout = false;  // an input the operator updates in place (residual, state, rope's x)
+  // Read only when the workload has an epilogue (gemm's bias and R, rmsnorm's residual): the
+  // accelerator kernels, which take no epilogue, have no such argument.
+  bool epilogue_only = false;
   // kQuant: the matrix's K x N and bits (8 or 4); filled by quantizing uniform weights.
   int64_t quant_k = 0, quant_n = 0;
   int quant_bits = 0;
@@ -37,7 +43,7 @@ struct OpCheck {
 };
 
 struct OpCase {
-  std::vector<long long> dims;  // the workload's dims in workload.cc's order
+  std::vector<long long> dims;  // the workload's dims in the table's order (OrderedDims)
   std::vector<float> params;    // the operator's scalars
   std::vector<ArgSpec> args;
   int experts = 1, topk = 1;  // for Fill::kExperts
@@ -47,10 +53,7 @@ struct OpCase {
       check;
 };
 
-// The workload's dimensions in the operator ABI's order (workload.cc's convention).
-std::vector<long long> OpDims(const v1::Workload& w);
-
-// The case of a workload (any OpKind with a CPU op template). `tolerance` names the rule.
+// The case of a workload: every operator of the table (UNIMPLEMENTED for one without a case).
 absl::StatusOr<OpCase> MakeOpCase(const v1::Workload& w);
 
 // Fills `data` (spec.count elements) per spec.fill from `seed`; `experts`/`topk` for kExperts.
