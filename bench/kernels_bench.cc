@@ -26,10 +26,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/flags.h"
 #include "bench/median.h"
 #include "codegen/kernel_template.h"
 #include "codegen/workload.h"
+#include "common/flags.h"
 #include "common/json_text.h"
 #include "hardware/cpu/gemm_harness.h"
 #include "hardware/cpu/read_sweep.h"
@@ -181,19 +181,19 @@ int main(int argc, char** argv) {
       return std::string();
     };
   };
-  const std::vector<kiln::bench::Flag> flags = {
-      {"--shape", kiln::bench::Flag::kValue,
+  const std::vector<kiln::Flag> flags = {
+      {"--shape", kiln::Flag::kValue,
        [&](const std::string& v) {
          shapes.push_back(v);
          return std::string();
        }},
-      {"--suite", kiln::bench::Flag::kValue, into(&suite)},
-      {"--budget", kiln::bench::Flag::kValue,
+      {"--suite", kiln::Flag::kValue, into(&suite)},
+      {"--budget", kiln::Flag::kValue,
        [&](const std::string& v) {
          budget = std::atoi(v.c_str());
          return std::string();
        }},
-      {"--pin", kiln::bench::Flag::kValue,
+      {"--pin", kiln::Flag::kValue,
        [&](const std::string& pin) {
          const size_t eq = pin.find('=');
          int64_t value = 0;
@@ -202,16 +202,16 @@ int main(int argc, char** argv) {
          pins[pin.substr(0, eq)] = value;
          return std::string();
        }},
-      {"--final-rounds", kiln::bench::Flag::kValue,
+      {"--final-rounds", kiln::Flag::kValue,
        [&](const std::string& v) {
          if (!absl::SimpleAtoi(v, &final_rounds) || final_rounds < 0 || final_rounds > 10)
            return "--final-rounds: expected 0..10, got '" + v + "'";
          return std::string();
        }},
-      {"--json", kiln::bench::Flag::kValue, into(&json_path)},
-      {"--markdown", kiln::bench::Flag::kValue, into(&md_path)},
+      {"--json", kiln::Flag::kValue, into(&json_path)},
+      {"--markdown", kiln::Flag::kValue, into(&md_path)},
   };
-  if (auto error = kiln::bench::ParseFlags(argc, argv, flags)) {
+  if (auto error = kiln::ParseFlags(argc, argv, flags)) {
     // A refused value names what is wrong; a missing value or unknown flag shows the usage.
     std::fprintf(stderr, "kiln-bench-kernels: %s\n%s", error->message.c_str(),
                  error->refused ? "" : kUsage);

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/flags.h"
+#include "common/flags.h"
 #include "common/json_text.h"
 #include "common/lease_pacing.h"
 #include "common/subprocess.h"
@@ -442,27 +442,27 @@ int main(int argc, char** argv) {
     };
   };
   bool help = false;
-  const std::vector<kiln::bench::Flag> flags = {
-      {"--workers", kiln::bench::Flag::kValue, integer(&o.workers, 1, 4096, "--workers")},
-      {"--trials", kiln::bench::Flag::kValue, integer(&o.trials, 1, 1000000, "--trials")},
-      {"--jobs", kiln::bench::Flag::kValue, integer(&o.jobs, 1, 10000, "--jobs")},
-      {"--batch", kiln::bench::Flag::kValue,
+  const std::vector<kiln::Flag> flags = {
+      {"--workers", kiln::Flag::kValue, integer(&o.workers, 1, 4096, "--workers")},
+      {"--trials", kiln::Flag::kValue, integer(&o.trials, 1, 1000000, "--trials")},
+      {"--jobs", kiln::Flag::kValue, integer(&o.jobs, 1, 10000, "--jobs")},
+      {"--batch", kiln::Flag::kValue,
        [&](const std::string& v) {
          if (v == "auto") return (o.batch = 0, std::string());
          return integer(&o.batch, 1, 64, "--batch")(v);
        }},
-      {"--store", kiln::bench::Flag::kValue, text(&o.store)},
-      {"--strategy", kiln::bench::Flag::kValue, text(&o.strategy)},
-      {"--coordinator", kiln::bench::Flag::kValue, text(&o.coordinator)},
-      {"--fake-us", kiln::bench::Flag::kValue,
+      {"--store", kiln::Flag::kValue, text(&o.store)},
+      {"--strategy", kiln::Flag::kValue, text(&o.strategy)},
+      {"--coordinator", kiln::Flag::kValue, text(&o.coordinator)},
+      {"--fake-us", kiln::Flag::kValue,
        [&](const std::string& v) { return number(v, 0, 60e6, "--fake-us", &o.fake_us); }},
-      {"--timeout", kiln::bench::Flag::kValue,
+      {"--timeout", kiln::Flag::kValue,
        [&](const std::string& v) { return number(v, 1, 86400, "--timeout", &o.timeout_s); }},
-      {"--json", kiln::bench::Flag::kSwitch, flag_switch(&o.json)},
-      {"--keep", kiln::bench::Flag::kSwitch, flag_switch(&o.keep)},
-      {"--help", kiln::bench::Flag::kSwitch, flag_switch(&help), /*stop=*/true},
+      {"--json", kiln::Flag::kSwitch, flag_switch(&o.json)},
+      {"--keep", kiln::Flag::kSwitch, flag_switch(&o.keep)},
+      {"--help", kiln::Flag::kSwitch, flag_switch(&help), /*stop=*/true},
   };
-  if (auto err = kiln::bench::ParseFlags(argc, argv, flags)) {
+  if (auto err = kiln::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr, "kiln-bench-load: %s\n%s", err->message.c_str(), kUsage);
     return 2;
   }

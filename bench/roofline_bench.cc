@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "bench/flags.h"
 #include "bench/median.h"
+#include "common/flags.h"
 #include "common/json_text.h"
 #include "hardware/cpu/fingerprint.h"
 #include "hardware/cpu/read_sweep.h"
@@ -45,19 +45,19 @@ double Triad(size_t floats, int threads, int repeats) {
 int main(int argc, char** argv) {
   int repeats = 5;
   bool json = false;
-  const std::vector<kiln::bench::Flag> flags = {
-      {"--json", kiln::bench::Flag::kSwitch,
+  const std::vector<kiln::Flag> flags = {
+      {"--json", kiln::Flag::kSwitch,
        [&](const std::string&) {
          json = true;
          return std::string();
        }},
-      {"--repeats", kiln::bench::Flag::kValue,
+      {"--repeats", kiln::Flag::kValue,
        [&](const std::string& v) {
          repeats = std::max(1, std::atoi(v.c_str()));
          return std::string();
        }},
   };
-  if (kiln::bench::ParseFlags(argc, argv, flags)) {
+  if (kiln::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr, "usage: kiln-bench-roofline [--repeats N] [--json]\n");
     return 2;
   }

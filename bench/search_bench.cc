@@ -16,8 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "agent/pretrain/pretrain.h"
 #include "agent/strategy.h"
-#include "bench/flags.h"
 #include "bench/search_eval.h"
+#include "common/flags.h"
 #include "common/json_text.h"
 
 namespace {
@@ -79,7 +79,7 @@ int Fail(const std::string& msg) {
 int main(int argc, char** argv) {
   Options o;
   bool help = false;
-  using kiln::bench::Flag;
+  using kiln::Flag;
   auto on = [](bool* out) {
     return [out](const std::string&) {
       *out = true;
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       {"--budget", Flag::kValue, positive("--budget", &o.budget)},
       {"--jobs", Flag::kValue, positive("--jobs", &o.jobs)},
   };
-  if (auto error = kiln::bench::ParseFlags(argc, argv, flags)) return Fail(error->message);
+  if (auto error = kiln::ParseFlags(argc, argv, flags)) return Fail(error->message);
   if (help) {
     std::fputs(kUsage, stdout);
     return 0;

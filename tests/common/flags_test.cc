@@ -1,5 +1,5 @@
-// Tests of the benchmark programs' table-driven flag parser.
-#include "bench/flags.h"
+// Tests of the table-driven flag parser of the kiln programs.
+#include "common/flags.h"
 
 #include <initializer_list>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace kiln::bench {
+namespace kiln {
 namespace {
 
 // argv for ParseFlags: the program name, then `args`.
@@ -61,11 +61,84 @@ std::vector<Flag> Table(Parsed* p, bool with_list) {
 
 TEST(FlagsTest, SwitchesValuesAndLists) {
   Parsed p;
-  Argv a{"--space", "a.json", "-b.json", "--json", "--out", "--json"};
+  Argv a{"--space", "a.json", "-b.json", "--json", "--out", "--x"};
   EXPECT_FALSE(ParseFlags(a.argc(), a.argv(), Table(&p, true)).has_value());
   EXPECT_TRUE(p.json);
-  EXPECT_EQ(p.out, "--json");  // a value is the next argument, whatever it looks like
+  EXPECT_EQ(p.out, "--x");  // a value is the next argument, whatever it looks like
   EXPECT_EQ(p.spaces, (std::vector<std::string>{"a.json", "-b.json"}));
+}
+
+TEST(FlagsTest, EqualsForm) {
+  Parsed p;
+  Argv a{"--out=a=b", "--space=x.json", "y.json"};
+  EXPECT_FALSE(ParseFlags(a.argc(), a.argv(), Table(&p, true)).has_value());
+  EXPECT_EQ(p.out, "a=b");
+  EXPECT_EQ(p.spaces, (std::vector<std::string>{"x.json", "y.json"}));
+  Argv empty{"--out="};
+  auto e = ParseFlags(empty.argc(), empty.argv(), Table(&p, false));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "--out: empty");  // the setter sees the empty value
+  Argv switch_value{"--json=yes"};
+  e = ParseFlags(switch_value.argc(), switch_value.argv(), Table(&p, false));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "--json takes no value");
+  Argv unknown{"--nope=1"};
+  e = ParseFlags(unknown.argc(), unknown.argv(), Table(&p, false));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "unknown flag --nope");
+}
+
+TEST(FlagsTest, AFlagOfTheTableIsNoValue) {
+  Parsed p;
+  Argv a{"--out", "--json"};  // the value was forgotten
+  auto e = ParseFlags(a.argc(), a.argv(), Table(&p, false));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "--out needs a value");
+  EXPECT_FALSE(p.json);
+}
+
+TEST(FlagsTest, RepeatableOrOnce) {
+  std::vector<std::string> seen;
+  const std::vector<Flag> flags = {
+      {"--pin", Flag::kValue,
+       [&](const std::string& v) {
+         seen.push_back(v);
+         return std::string();
+       }},
+      {"--budget", Flag::kValue,
+       [&](const std::string& v) {
+         seen.push_back(v);
+         return std::string();
+       },
+       /*stop=*/false, /*repeatable=*/false},
+  };
+  EXPECT_FALSE(ParseFlags({"--pin", "a", "--pin=b", "--budget", "5"}, flags).has_value());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "5"}));
+  auto e = ParseFlags({"--budget", "5", "--budget=6"}, flags);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "--budget given more than once");
+  EXPECT_FALSE(e->refused);
+}
+
+TEST(FlagsTest, PositionalArguments) {
+  Parsed p;
+  std::vector<std::string> positional;
+  EXPECT_FALSE(
+      ParseFlags({"submit", "--json", "job-1", "-", "--out", "o"}, Table(&p, false), &positional)
+          .has_value());
+  EXPECT_EQ(positional, (std::vector<std::string>{"submit", "job-1", "-"}));
+  EXPECT_TRUE(p.json);
+
+  // A dash that names no flag is an unknown flag, not an argument; the arguments before an
+  // error are kept (the CLI's error names the command's help).
+  positional.clear();
+  auto e = ParseFlags({"jobs", "-x", "later"}, Table(&p, false), &positional);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "unknown flag -x");
+  EXPECT_EQ(positional, (std::vector<std::string>{"jobs"}));
+  e = ParseFlags({"--"}, Table(&p, false), &positional);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "unknown flag --");
 }
 
 TEST(FlagsTest, ErrorsNameTheArgument) {
@@ -108,4 +181,4 @@ TEST(FlagsTest, StopFlagEndsParsing) {
 }
 
 }  // namespace
-}  // namespace kiln::bench
+}  // namespace kiln
