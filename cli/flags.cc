@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "absl/strings/ascii.h"
@@ -20,6 +21,7 @@
 #include "codegen/knob_constraints.h"
 #include "codegen/workload.h"
 #include "common/daemon.h"
+#include "common/flags.h"
 #include "common/status.h"
 #include "common/text.h"
 
@@ -381,38 +383,27 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
 absl::Status ParseCommandLine(const std::vector<std::string>& args, const char* env_coordinator,
                               Invocation* inv) {
   Values values;
-  std::vector<std::string> positional;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h") {
-      inv->help = true;
-      continue;
-    }
-    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
-      if (arg.size() > 1 && arg[0] == '-') return Bad("unknown flag ", arg);
-      positional.push_back(arg);
-      if (inv->command.empty() && Commands().count(arg)) inv->command = arg;
-      continue;
-    }
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    const FlagDef* def = FindFlag(name);
-    if (!def) return Bad("unknown flag --", name);
-    std::string value;
-    if (!def->takes_value) {
-      if (eq != std::string::npos) return Bad("--", name, " takes no value");
-    } else if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else {
-      if (i + 1 >= args.size() ||
-          (args[i + 1].compare(0, 2, "--") == 0 && FindFlag(args[i + 1].substr(2))))
-        return Bad("--", name, " needs a value");
-      value = args[++i];
-    }
-    if (values.count(name) && def->takes_value && !def->repeatable)
-      return Bad("--", name, " given more than once");
-    values[name].push_back(value);
+  std::vector<kiln::Flag> flags;
+  for (const FlagDef& def : kFlags) {
+    const std::string name = def.name;
+    flags.push_back({"--" + name, def.takes_value ? kiln::Flag::kValue : kiln::Flag::kSwitch,
+                     [&values, name](const std::string& value) {
+                       values[name].push_back(value);
+                       return std::string();
+                     },
+                     /*stop=*/false, def.repeatable});
   }
+  flags.push_back({"-h", kiln::Flag::kSwitch, [&values](const std::string&) {
+                     values["help"].push_back("");
+                     return std::string();
+                   }});
+  std::vector<std::string> positional;
+  std::optional<kiln::FlagError> error = kiln::ParseFlags(args, flags, &positional);
+  // The first command named, even after an error or before an unknown one: main()'s error
+  // message points at its help.
+  for (const std::string& arg : positional)
+    if (inv->command.empty() && Commands().count(arg)) inv->command = arg;
+  if (error) return Bad(error->message);
   inv->help = inv->help || values.count("help");
   inv->version = values.count("version") > 0;
   if (positional.empty()) {
