@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/daemon.h"
+#include "common/flags.h"
 #include "server/coordinator_server.h"
 #include "server/store/store.h"
 
@@ -49,6 +52,56 @@ constexpr char kUsage[] =
     "             still read them; default 7; 0: load all)\n"
     "defaults: --listen 127.0.0.1:50051 --data-dir ./kiln-data --metrics-listen 127.0.0.1:9464\n";
 
+using Setter = std::function<std::string(const std::string&)>;
+
+Setter Text(std::string* dst) {
+  return [dst](const std::string& v) {
+    *dst = v;
+    return std::string();
+  };
+}
+
+Setter Set(bool* dst, bool value) {
+  return [dst, value](const std::string&) {
+    *dst = value;
+    return std::string();
+  };
+}
+
+// A whole number in lo..hi (--final-rounds, --finalists).
+Setter Count(const char* flag, long lo, long hi, int* dst) {
+  return [=](const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < lo || n > hi)
+      return std::string(flag) + " must be a whole number in " + std::to_string(lo) + ".." +
+             std::to_string(hi) + ", got '" + v + "'";
+    *dst = static_cast<int>(n);
+    return std::string();
+  };
+}
+
+// A number >= 0 of `unit_ms` (seconds, days) into milliseconds, up to a century.
+Setter Duration(const char* flag, double unit_ms, int64_t* dst_ms) {
+  return [=](const std::string& v) {
+    char* end = nullptr;
+    const double n = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(n >= 0) || n > 36500 * 86400e3 / unit_ms)
+      return std::string(flag) + " must be a number >= 0, got '" + v.substr(0, 32) + "'";
+    *dst_ms = static_cast<int64_t>(n * unit_ms);
+    return std::string();
+  };
+}
+
+Setter Millis(const char* flag, int* dst) {
+  return [=](const std::string& v) {
+    const int n = std::atoi(v.c_str());
+    if (n < 100) return std::string(flag) + " must be a number of milliseconds >= 100";
+    *dst = n;
+    return std::string();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,80 +111,39 @@ int main(int argc, char** argv) {
   // it flat (and dispatch no slower: the coordinator's own mutex serializes most work anyway).
   mallopt(M_ARENA_MAX, 2);
   kiln::server::CoordinatorOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    auto value = [&](std::string& dst) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "kiln-coordinator: %s needs a value\n%s", a.c_str(), kUsage);
-        std::exit(2);
-      }
-      dst = argv[++i];
-    };
-    std::string v;
-    if (a == "--listen")
-      value(o.listen);
-    else if (a == "--data-dir")
-      value(o.data_dir);
-    else if (a == "--checkpoint-dir")
-      value(o.checkpoint_dir);
-    else if (a == "--store")
-      value(o.store);
-    else if (a == "--metrics-listen")
-      value(o.metrics_listen);
-    else if (a == "--tls-cert")
-      value(o.tls_cert);
-    else if (a == "--tls-key")
-      value(o.tls_key);
-    else if (a == "--tls-client-ca")
-      value(o.tls_client_ca);
-    else if (a == "--tokens")
-      value(o.tokens);
-    else if (a == "--insecure")
-      o.insecure = true;
-    else if (a == "--port-file")
-      value(o.port_file);
-    else if (a == "--no-racing")
-      o.racing = false;
-    else if (a == "--final-rounds" || a == "--finalists") {
-      value(v);
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      const long lo = a == "--finalists" ? 2 : 0, hi = 10;
-      if (v.empty() || *end != '\0' || n < lo || n > hi) {
-        std::fprintf(stderr, "kiln-coordinator: %s must be a whole number in %ld..%ld, got '%s'\n",
-                     a.c_str(), lo, hi, v.c_str());
-        return 2;
-      }
-      (a == "--final-rounds" ? o.final_rounds : o.finalists) = static_cast<int>(n);
-    } else if (a == "--worker-purge-after" || a == "--job-retention-days") {
-      value(v);
-      char* end = nullptr;
-      const double n = std::strtod(v.c_str(), &end);
-      const double unit_ms = a == "--worker-purge-after" ? 1e3 : 86400e3;
-      if (v.empty() || *end != '\0' || !(n >= 0) || n > 36500 * 86400e3 / unit_ms) {
-        std::fprintf(stderr, "kiln-coordinator: %s must be a number >= 0, got '%.32s'\n", a.c_str(),
-                     v.c_str());
-        return 2;
-      }
-      (a == "--worker-purge-after" ? o.worker_purge_after_ms : o.job_retention_ms) =
-          static_cast<int64_t>(n * unit_ms);
-    } else if (a == "--lease-ttl-ms" || a == "--heartbeat-ms") {
-      value(v);
-      int n = std::atoi(v.c_str());
-      if (n < 100) {
-        std::fprintf(stderr, "kiln-coordinator: %s must be a number of milliseconds >= 100\n",
-                     a.c_str());
-        return 2;
-      }
-      (a == "--lease-ttl-ms" ? o.lease_ttl_ms : o.heartbeat_interval_ms) = n;
-    } else {
-      std::fprintf(stderr, "kiln-coordinator: unknown flag %s\n%s", a.c_str(), kUsage);
-      return 2;
-    }
+  bool help = false;
+  const std::vector<kiln::Flag> flags = {
+      {"-h", kiln::Flag::kSwitch, Set(&help, true), /*stop=*/true},
+      {"--help", kiln::Flag::kSwitch, Set(&help, true), /*stop=*/true},
+      {"--listen", kiln::Flag::kValue, Text(&o.listen)},
+      {"--data-dir", kiln::Flag::kValue, Text(&o.data_dir)},
+      {"--checkpoint-dir", kiln::Flag::kValue, Text(&o.checkpoint_dir)},
+      {"--store", kiln::Flag::kValue, Text(&o.store)},
+      {"--metrics-listen", kiln::Flag::kValue, Text(&o.metrics_listen)},
+      {"--tls-cert", kiln::Flag::kValue, Text(&o.tls_cert)},
+      {"--tls-key", kiln::Flag::kValue, Text(&o.tls_key)},
+      {"--tls-client-ca", kiln::Flag::kValue, Text(&o.tls_client_ca)},
+      {"--tokens", kiln::Flag::kValue, Text(&o.tokens)},
+      {"--insecure", kiln::Flag::kSwitch, Set(&o.insecure, true)},
+      {"--port-file", kiln::Flag::kValue, Text(&o.port_file)},
+      {"--no-racing", kiln::Flag::kSwitch, Set(&o.racing, false)},
+      {"--final-rounds", kiln::Flag::kValue, Count("--final-rounds", 0, 10, &o.final_rounds)},
+      {"--finalists", kiln::Flag::kValue, Count("--finalists", 2, 10, &o.finalists)},
+      {"--worker-purge-after", kiln::Flag::kValue,
+       Duration("--worker-purge-after", 1e3, &o.worker_purge_after_ms)},
+      {"--job-retention-days", kiln::Flag::kValue,
+       Duration("--job-retention-days", 86400e3, &o.job_retention_ms)},
+      {"--lease-ttl-ms", kiln::Flag::kValue, Millis("--lease-ttl-ms", &o.lease_ttl_ms)},
+      {"--heartbeat-ms", kiln::Flag::kValue, Millis("--heartbeat-ms", &o.heartbeat_interval_ms)},
+  };
+  if (auto error = kiln::ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr, "kiln-coordinator: %s\n%s", error->message.c_str(),
+                 error->refused ? "" : kUsage);
+    return 2;
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   kiln::InstallTerminationBlock();
   auto running = kiln::server::StartCoordinator(o);
