@@ -1,8 +1,11 @@
 // kiln-worker: the daemon attached to one device; pulls trials from the coordinator.
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "common/flags.h"
 #include "workers/worker.h"
 
 namespace {
@@ -25,69 +28,77 @@ constexpr char kUsage[] =
     "         N-th NVIDIA GPU; sim:systolic-RxC[-<S>kb][-<B>gbs][-<F>mhz] a simulated systolic\n"
     "         array (e.g. sim:systolic-128x128); see docs/backends.md\n";
 
+using Setter = std::function<std::string(const std::string&)>;
+
+Setter Text(std::string* dst) {
+  return [dst](const std::string& v) {
+    *dst = v;
+    return std::string();
+  };
+}
+
+Setter Help(bool* help) {
+  return [help](const std::string&) {
+    *help = true;
+    return std::string();
+  };
+}
+
+// --compile-ahead, --max-lease: 1..64.
+Setter Count(const char* flag, int* dst) {
+  return [=](const std::string& v) {
+    char* end = nullptr;
+    *dst = static_cast<int>(std::strtol(v.c_str(), &end, 10));
+    if (*end || *dst < 1 || *dst > 64) return std::string(flag) + " must be a number in 1..64";
+    return std::string();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   kiln::workers::WorkerOptions o;
   if (const char* env = std::getenv("KILN_COORDINATOR")) o.coordinator = env;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "kiln-worker: %s needs a value (or is unknown)\n%s", a.c_str(), kUsage);
-      return 2;
-    }
-    std::string v = argv[++i];
-    char* end = nullptr;
-    if (a == "--coordinator")
-      o.coordinator = v;
-    else if (a == "--device")
-      o.device = v;
-    else if (a == "--metrics-listen")
-      o.metrics_listen = v;
-    else if (a == "--name")
-      o.name = v;
-    else if (a == "--tls-ca")
-      o.tls_ca = v;
-    else if (a == "--tls-cert")
-      o.tls_cert = v;
-    else if (a == "--tls-key")
-      o.tls_key = v;
-    else if (a == "--token-file")
-      o.token_file = v;
-    else if (a == "--trial-timeout") {
-      o.trial_timeout_seconds = std::strtod(v.c_str(), &end);
-      if (*end || o.trial_timeout_seconds <= 0) {
-        std::fprintf(stderr, "kiln-worker: --trial-timeout must be a positive number of seconds\n");
-        return 2;
-      }
-    } else if (a == "--compile-ahead") {
-      o.compile_ahead = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-      if (*end || o.compile_ahead < 1 || o.compile_ahead > 64) {
-        std::fprintf(stderr, "kiln-worker: --compile-ahead must be a number in 1..64\n");
-        return 2;
-      }
-    } else if (a == "--max-lease") {
-      o.max_lease = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-      if (*end || o.max_lease < 1 || o.max_lease > 64) {
-        std::fprintf(stderr, "kiln-worker: --max-lease must be a number in 1..64\n");
-        return 2;
-      }
-    } else if (a == "--trial-memory-mb") {
-      long long mb = std::strtoll(v.c_str(), &end, 10);
-      if (*end || mb < 64) {
-        std::fprintf(stderr, "kiln-worker: --trial-memory-mb must be a number >= 64\n");
-        return 2;
-      }
-      o.trial_memory_bytes = mb << 20;
-    } else {
-      std::fprintf(stderr, "kiln-worker: unknown flag %s\n%s", a.c_str(), kUsage);
-      return 2;
-    }
+  bool help = false;
+  const std::vector<kiln::Flag> flags = {
+      {"-h", kiln::Flag::kSwitch, Help(&help), /*stop=*/true},
+      {"--help", kiln::Flag::kSwitch, Help(&help), /*stop=*/true},
+      {"--coordinator", kiln::Flag::kValue, Text(&o.coordinator)},
+      {"--device", kiln::Flag::kValue, Text(&o.device)},
+      {"--metrics-listen", kiln::Flag::kValue, Text(&o.metrics_listen)},
+      {"--name", kiln::Flag::kValue, Text(&o.name)},
+      {"--tls-ca", kiln::Flag::kValue, Text(&o.tls_ca)},
+      {"--tls-cert", kiln::Flag::kValue, Text(&o.tls_cert)},
+      {"--tls-key", kiln::Flag::kValue, Text(&o.tls_key)},
+      {"--token-file", kiln::Flag::kValue, Text(&o.token_file)},
+      {"--trial-timeout", kiln::Flag::kValue,
+       [&o](const std::string& v) {
+         char* end = nullptr;
+         o.trial_timeout_seconds = std::strtod(v.c_str(), &end);
+         return *end || o.trial_timeout_seconds <= 0
+                    ? "--trial-timeout must be a positive number of seconds"
+                    : "";
+       }},
+      {"--compile-ahead", kiln::Flag::kValue, Count("--compile-ahead", &o.compile_ahead)},
+      {"--max-lease", kiln::Flag::kValue, Count("--max-lease", &o.max_lease)},
+      {"--trial-memory-mb", kiln::Flag::kValue,
+       [&o](const std::string& v) {
+         char* end = nullptr;
+         const long long mb = std::strtoll(v.c_str(), &end, 10);
+         if (*end || mb < 64) return "--trial-memory-mb must be a number >= 64";
+         o.trial_memory_bytes = mb << 20;
+         return "";
+       }},
+  };
+  if (auto error = kiln::ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr, "kiln-worker: %s\n%s", error->message.c_str(),
+                 error->refused ? "" : kUsage);
+    return 2;
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   auto worker = kiln::workers::NewWorker(o);
   if (!worker.ok()) {
