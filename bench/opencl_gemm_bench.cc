@@ -1,17 +1,25 @@
 // kiln-bench-opencl-gemm: OpenCL GEMM M=64, N=K=4096 on the first OpenCL device (PoCL here):
 // the template's default configuration against a seeded random search of the knob space and
 // CLBlast. Prints the figures docs/benchmarks.md records; exits 1 when the best found is under
-// 3x the default. Args: --trials N (default 40), --config KEY...,
-// --skip-default.
+// 3x the default.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <string>
+#include <vector>
 
+#include "common/flags.h"
 #include "tests/hardware/accel_test_util.h"
 
 namespace kiln::hardware {
 namespace {
+
+constexpr char kUsage[] =
+    "usage: kiln-bench-opencl-gemm [--trials N] [--config KEY...] [--skip-default]\n"
+    "--trials N: configurations of the random search (default 40)\n"
+    "--config KEY...: measure these configurations (keys as the trial lines print them)\n"
+    "             instead of a random search\n"
+    "--skip-default: do not time the default configuration (exploration)\n";
 
 int g_trials = 40;
 bool g_skip_default = false;         // --skip-default (exploration)
@@ -98,11 +106,31 @@ int Run() {
 }  // namespace kiln::hardware
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--skip-default") == 0) kiln::hardware::g_skip_default = true;
-    if (i + 1 >= argc) break;
-    if (std::strcmp(argv[i], "--trials") == 0) kiln::hardware::g_trials = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--config") == 0) kiln::hardware::g_configs.push_back(argv[i + 1]);
+  auto trials = [](const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < 1 || n > 100000)
+      return "--trials: expected 1..100000, got '" + v + "'";
+    kiln::hardware::g_trials = static_cast<int>(n);
+    return std::string();
+  };
+  const std::vector<kiln::Flag> flags = {
+      {"--trials", kiln::Flag::kValue, trials},
+      {"--config", kiln::Flag::kList,
+       [](const std::string& v) {
+         kiln::hardware::g_configs.push_back(v);
+         return std::string();
+       }},
+      {"--skip-default", kiln::Flag::kSwitch,
+       [](const std::string&) {
+         kiln::hardware::g_skip_default = true;
+         return std::string();
+       }},
+  };
+  if (auto error = kiln::ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr, "kiln-bench-opencl-gemm: %s\n%s", error->message.c_str(),
+                 error->refused ? "" : kiln::hardware::kUsage);
+    return 2;
   }
   return kiln::hardware::Run();
 }
