@@ -199,10 +199,17 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(const std::string& job_id) {
   return StoredJobLocked(job_id);
 }
 
-std::vector<v1::Job> Coordinator::ListJobs(int limit) {
+absl::StatusOr<std::vector<v1::Job>> Coordinator::ListJobs(int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Job> out;
   for (const auto& [id, entry] : jobs_) out.push_back(entry->job);
+  if (jobs_outside_memory_) {  // finished jobs that left memory, except those past retention
+    commits_.WaitForAll();
+    ASSIGN_OR_RETURN(std::vector<v1::Job> stored, store_->LoadJobs());
+    const int64_t now = clock_->NowMs();
+    for (v1::Job& j : stored)
+      if (!jobs_.count(j.id()) && !ArchivedLocked(j, now)) out.push_back(std::move(j));
+  }
   std::sort(out.begin(), out.end(), [](const v1::Job& a, const v1::Job& b) {
     return a.created_unix_ms() != b.created_unix_ms() ? a.created_unix_ms() > b.created_unix_ms()
                                                       : a.id() > b.id();

@@ -46,6 +46,10 @@ struct CoreOptions {
   // Finished jobs older than this (by finish time) are not loaded into memory at start; GetJob,
   // GetResults and WatchJob read them from the store on demand. 0: load every job.
   int64_t job_retention_ms = int64_t{7} * 24 * 3600 * 1000;
+  // Finished jobs kept in memory (the most recently finished; their trials already left at the
+  // tick after they finished): older ones, and those past job_retention_ms, leave memory too and
+  // are read from the store on demand, so memory follows the active work, not the history.
+  int finished_jobs_in_memory = 100;
 };
 
 class Coordinator {
@@ -60,7 +64,9 @@ class Coordinator {
   // TuningService.
   absl::StatusOr<std::string> SubmitJob(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
-  std::vector<v1::Job> ListJobs(int limit);
+  // Newest first. Reads the store too once some finished job has left memory (an error then is
+  // the store's).
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit);
   absl::StatusOr<v1::JobState> CancelJob(const std::string& job_id);
   absl::StatusOr<v1::GetResultsResponse> GetResults(const std::string& job_id);
   std::vector<v1::WorkerInfo> ListWorkers();
@@ -136,6 +142,8 @@ class Coordinator {
   // memory follows the active work, not the history (GetResults reads their trials from the
   // store; a late report of one of their trials is answered as stale).
   void ShedFinishedTrialsLocked();
+  // Finished jobs beyond CoreOptions::finished_jobs_in_memory or past retention leave jobs_.
+  void EvictFinishedJobsLocked();
   static constexpr size_t kFinishedJobEvents = 8;
   void PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int task = -1,
                        const v1::Measurement* best = nullptr);
@@ -196,6 +204,9 @@ class Coordinator {
   // UpdateBestTokensLocked.
   FinalRounds finals_;
   std::map<std::string, std::unique_ptr<JobEntry>> jobs_;
+  // Some job of the store is not in jobs_ (evicted, or not loaded at start): ListJobs reads the
+  // store too.
+  bool jobs_outside_memory_ = false;
   std::map<std::string, std::string> trial_job_;  // trial id -> job id
   std::map<std::string, WorkerEntry> workers_;
   // Jobs taken out of memory after a failed write whose store could not be read either; Tick

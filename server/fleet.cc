@@ -175,6 +175,7 @@ void Coordinator::Tick() {
   }
   WriteLocked(batch).IgnoreError();
   ShedFinishedTrialsLocked();
+  EvictFinishedJobsLocked();
   RetryReloadsLocked();
   PurgeLostWorkersLocked();
   UpdateWaitingLocked();  // workers fall silent without any call to notice it
@@ -190,6 +191,25 @@ void Coordinator::ShedFinishedTrialsLocked() {
     job->leased.clear();
     for (TaskState& task : job->tasks) task = TaskState();  // strategies, proposals made ahead
     while (job->events.size() > kFinishedJobEvents) job->events.pop_front();
+  }
+}
+
+void Coordinator::EvictFinishedJobsLocked() {
+  const int64_t now = clock_->NowMs();
+  std::vector<std::pair<int64_t, std::string>> finished;  // (finish time, id)
+  for (const auto& [id, job] : jobs_)
+    if (job->terminal()) finished.push_back({job->job.finished_unix_ms(), id});
+  std::sort(finished.begin(), finished.end(), std::greater<>());  // most recent first
+  for (size_t i = 0; i < finished.size(); ++i) {
+    const std::string& id = finished[i].second;
+    if (static_cast<int>(i) < options_.finished_jobs_in_memory &&
+        !ArchivedLocked(jobs_.at(id)->job, now))
+      continue;
+    // Every write queued for it has landed before it leaves: readers fall back to the store.
+    commits_.WaitForAll();
+    if (metrics_) metrics_->DropJob(id);
+    DropJobLocked(id);
+    jobs_outside_memory_ = true;
   }
 }
 
@@ -325,7 +345,10 @@ absl::Status Coordinator::Recover() {
   ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->LoadJobs());
   for (auto& stored : jobs) {
     // Finished jobs past the retention period stay in the store only (server/persistence.cc).
-    if (ArchivedLocked(stored, now)) continue;
+    if (ArchivedLocked(stored, now)) {
+      jobs_outside_memory_ = true;
+      continue;
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<JobEntry> entry,
                      LoadJobEntryLocked(std::move(stored), now, nullptr));
     AdoptJobLocked(std::move(entry));

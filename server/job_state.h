@@ -7,7 +7,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "agent/strategy.h"
@@ -39,8 +38,8 @@ struct TaskState {
   // where learning from every result would make the strategy the fleet's bottleneck.
   std::deque<codegen::Config> ready;
   // The config keys with a record in the store for this workload on the job's chip type, read
-  // when the task starts (Store::RecordKeys); only these are looked up. Unset: look up each.
-  std::optional<std::unordered_set<std::string>> record_keys;
+  // when the task starts (Store::RecordKeyHashes); only these are looked up. Unset: look up each.
+  std::optional<std::vector<uint64_t>> record_keys;  // RecordKeyHash of each, sorted
   std::vector<agent::Observation> unseen;
   // Tells the strategy the results it has not seen (at most one model update).
   void FlushObservations() {

@@ -31,9 +31,10 @@ class MeteredStore final : public Store {
     return Timed("find_record",
                  [&] { return inner_->FindRecord(workload_key, chip_type, config_key); });
   }
-  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
-                                                      const std::string& chip_type) override {
-    return Timed("record_keys", [&] { return inner_->RecordKeys(workload_key, chip_type); });
+  absl::StatusOr<std::vector<uint64_t>> RecordKeyHashes(const std::string& workload_key,
+                                                        const std::string& chip_type) override {
+    return Timed("record_key_hashes",
+                 [&] { return inner_->RecordKeyHashes(workload_key, chip_type); });
   }
   absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
                                                            const std::string& chip_type,

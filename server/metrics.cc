@@ -194,6 +194,14 @@ void CoordinatorMetrics::DropLocked(JobSeries& s) {
     if (f->Has({{"job_id", s.id}})) f->Remove(&f->Add({{"job_id", s.id}}));
 }
 
+void CoordinatorMetrics::DropJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = job_series_.find(job_id);
+  if (it == job_series_.end()) return;
+  DropLocked(*it->second);
+  job_series_.erase(it);
+}
+
 void CoordinatorMetrics::SetJob(const v1::Job& job, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   bool terminal = Terminal(job.state());

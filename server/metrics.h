@@ -44,6 +44,8 @@ class CoordinatorMetrics {
 
   // Per job: progress, budget and best-so-far per task (called with every gauge update).
   void SetJob(const v1::Job& job, int64_t now_ms);
+  // The job's series leave the exposition (the job left the coordinator's memory).
+  void DropJob(const std::string& job_id);
   void SetBestTokensPerSecond(const std::string& job_id, double v);
   // A model job's measured step over its memory-bandwidth bound (read next to the step), 0..1+.
   void SetBoundFraction(const std::string& job_id, double v);

@@ -99,11 +99,13 @@ grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::Lis
   return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "ListJobs", [&] {
     if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
     const Caller caller = ctx ? CallerOf(*ctx) : Caller{Role::kAdmin, "", false};
+    ASSIGN_OR_RETURN(std::vector<v1::Job> jobs,
+                     core()->ListJobs(caller.role == Role::kAdmin ? req->limit() : 0));
     if (caller.role == Role::kAdmin) {
-      for (auto& j : core()->ListJobs(req->limit())) *resp->add_jobs() = std::move(j);
+      for (auto& j : jobs) *resp->add_jobs() = std::move(j);
       return absl::OkStatus();
     }
-    for (auto& j : core()->ListJobs(0)) {  // a submitter lists only its own jobs
+    for (auto& j : jobs) {  // a submitter lists only its own jobs
       if (req->limit() > 0 && resp->jobs_size() >= req->limit()) break;
       if (MayUseJob(caller, j.spec().owner())) *resp->add_jobs() = std::move(j);
     }

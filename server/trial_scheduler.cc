@@ -237,9 +237,9 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
         }
         task.starts = StartingConfigs(job, pick, model, std::move(first));
       }
-      if (auto keys = store_->RecordKeys(job.job.tasks(pick).workload_key(), chip_type); keys.ok())
-        task.record_keys.emplace(std::make_move_iterator(keys->begin()),
-                                 std::make_move_iterator(keys->end()));
+      if (auto keys = store_->RecordKeyHashes(job.job.tasks(pick).workload_key(), chip_type);
+          keys.ok())
+        task.record_keys = std::move(*keys);
     }
     std::vector<codegen::Config> configs;
     // Earlier jobs' best known configurations, then the template's own suggestions go first;
@@ -280,7 +280,9 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
       return &trial;
     }
     const std::string key = codegen::ConfigKey(configs[0]);
-    if (task.record_keys && !task.record_keys->count(key)) return &trial;  // never measured
+    if (task.record_keys &&
+        !std::binary_search(task.record_keys->begin(), task.record_keys->end(), RecordKeyHash(key)))
+      return &trial;  // never measured
     auto record = store_->FindRecord(job.job.tasks(pick).workload_key(), chip_type, key);
     // Only a record of the kernel the template renders today (see TuningRecord.kernel_digest).
     if (record.ok() && record->has_value() && ReusableStatus((*record)->measurement().status()) &&

@@ -86,8 +86,15 @@ WriteBatch MergeBatches(std::vector<WriteBatch> batches) {
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> Store::RecordKeys(const std::string&, const std::string&) {
-  return absl::UnimplementedError("RecordKeys");
+absl::StatusOr<std::vector<uint64_t>> Store::RecordKeyHashes(const std::string&,
+                                                             const std::string&) {
+  return absl::UnimplementedError("RecordKeyHashes");
+}
+
+uint64_t RecordKeyHash(std::string_view config_key) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : config_key) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
 }
 
 absl::StatusOr<std::optional<v1::Job>> Store::LoadJob(const std::string& job_id) {

@@ -1,9 +1,11 @@
 // The Store extension point: jobs, trials, workers and tuning records, written atomically.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,11 +45,13 @@ class Store {
   virtual absl::StatusOr<std::optional<v1::TuningRecord>> FindRecord(
       const std::string& workload_key, const std::string& chip_type,
       const std::string& config_key) = 0;
-  // The config keys of every record of a workload on a chip type: a task reads them once, and
-  // looks up (FindRecord) only the proposals that have one, not every proposal (each lookup is a
-  // round trip to PostgreSQL). The default: UNIMPLEMENTED (every proposal is looked up).
-  virtual absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
-                                                              const std::string& chip_type);
+  // RecordKeyHash of the config key of every record of a workload on a chip type, sorted: a task
+  // reads them once, and looks up (FindRecord) only the proposals whose hash is there, not every
+  // proposal (each lookup is a round trip to PostgreSQL). Eight bytes a record, however long the
+  // workload's history: a set of the keys themselves grew the coordinator by megabytes a job. The
+  // default: UNIMPLEMENTED (every proposal is looked up).
+  virtual absl::StatusOr<std::vector<uint64_t>> RecordKeyHashes(const std::string& workload_key,
+                                                                const std::string& chip_type);
   // The k fastest OK records for a workload on a chip type (any chip type when empty).
   virtual absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& workload_key,
                                                                    const std::string& chip_type,
@@ -66,5 +70,9 @@ absl::Status LeaderElsewhereError(const std::string& message);
 bool IsLeaderElsewhere(const absl::Status& status);
 // The spec with any password replaced by "***", for logs and messages.
 std::string RedactStoreSpec(const std::string& spec);
+
+// A stable 64-bit hash of a config key (FNV-1a): the same in every process and store. A
+// collision only costs a FindRecord that finds nothing.
+uint64_t RecordKeyHash(std::string_view config_key);
 
 }  // namespace kiln::server

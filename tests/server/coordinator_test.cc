@@ -98,7 +98,7 @@ TEST_F(CoordinatorTest, BadSpecsAreRefusedAndNothingIsWritten) {
   spec = GemmSpec(8, 8);
   (*spec.mutable_pin())["NOPE"] = 1;
   EXPECT_NE(core_->SubmitJob(spec).status().message().find("NOPE"), std::string::npos);
-  EXPECT_TRUE(core_->ListJobs(0).empty());
+  EXPECT_TRUE(core_->ListJobs(0)->empty());
   EXPECT_TRUE(store_->LoadJobs()->empty());
   EXPECT_EQ(core_->GetJob("not-an-id").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->GetJob("j-000000000000").status().code(), absl::StatusCode::kNotFound);
@@ -148,6 +148,47 @@ TEST_F(CoordinatorTest, JobRunsBaselineThenBudgetThenSucceeds) {
     if (t.kind() == v1::TUNE) {
       EXPECT_TRUE(configs.insert(t.config().DebugString()).second);
     }
+}
+
+// Memory follows the active work: beyond finished_jobs_in_memory, the oldest finished jobs leave
+// memory at the next tick and every read (list, job, results, extend) finds them in the store.
+TEST_F(CoordinatorTest, OldFinishedJobsLeaveMemoryAndAreReadFromTheStore) {
+  options_.finished_jobs_in_memory = 1;
+  Restart();
+  const std::string w = RegisterWorker();
+  std::vector<std::string> ids;
+  std::map<std::string, int> trials;  // as read while the job was in memory
+  for (int i = 0; i < 3; ++i) {
+    auto id = core_->SubmitJob(GemmSpec(8, 3));
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+    EXPECT_GT(Drain(w), 0);
+    trials[*id] = core_->GetResults(*id)->trials_size();
+    clock_.Advance(10);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->JobsInMemory(), 1u);
+  auto listed = core_->ListJobs(0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].id(), ids[2]);  // newest first, the one in memory among them
+  EXPECT_EQ((*listed)[2].id(), ids[0]);
+  EXPECT_EQ(core_->ListJobs(2)->size(), 2u);
+  for (const std::string& id : ids) {
+    EXPECT_EQ(core_->GetJob(id)->state(), v1::SUCCEEDED) << id;
+    auto results = core_->GetResults(id);
+    ASSERT_TRUE(results.ok()) << results.status();
+    EXPECT_EQ(results->trials_size(), trials[id]) << id;
+  }
+  auto events = core_->WaitEvents(ids[0], 0, 0);  // a watcher gets the final snapshot
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->back().job().state(), v1::SUCCEEDED);
+  EXPECT_EQ(core_->CancelJob(ids[0]).value_or(v1::JOB_STATE_UNSPECIFIED), v1::SUCCEEDED);
+  v1::JobSpec extend;
+  extend.set_extend_job_id(ids[0]);
+  extend.set_budget_trials(2);
+  EXPECT_TRUE(core_->SubmitJob(extend).ok());
 }
 
 // A task measures its template's starting configurations first, then its strategy's proposals;

@@ -30,9 +30,9 @@ class ForwardingStore : public Store {
                                                              const std::string& k) override {
     return inner_->FindRecord(w, c, k);
   }
-  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& w,
-                                                      const std::string& c) override {
-    return inner_->RecordKeys(w, c);
+  absl::StatusOr<std::vector<uint64_t>> RecordKeyHashes(const std::string& w,
+                                                        const std::string& c) override {
+    return inner_->RecordKeyHashes(w, c);
   }
   absl::StatusOr<std::vector<v1::TuningRecord>> TopRecords(const std::string& w,
                                                            const std::string& c, int k) override {

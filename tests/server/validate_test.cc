@@ -142,7 +142,7 @@ TEST(ValidateLimits, TheCoordinatorStoresNothingOversized) {
   v1::JobSpec spec = GemmSpec(8, 4);
   spec.set_chip("cpu" + std::string(35 << 20, 'x'));  // the 35 MB --chip
   ExpectRefused(core.SubmitJob(spec).status(), "chip");
-  EXPECT_TRUE(core.ListJobs(0).empty());
+  EXPECT_TRUE(core.ListJobs(0)->empty());
   v1::LookupBestRequest lookup;
   *lookup.mutable_workload() = GemmSpec(8, 4).workload();
   lookup.set_chip_type(kHuge);

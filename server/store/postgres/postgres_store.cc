@@ -1,5 +1,6 @@
 #include "server/store/postgres/postgres_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -104,16 +105,17 @@ class PostgresStore final : public Store {
     });
   }
 
-  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
-                                                      const std::string& chip_type) override {
+  absl::StatusOr<std::vector<uint64_t>> RecordKeyHashes(const std::string& workload_key,
+                                                        const std::string& chip_type) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Run([&]() -> absl::StatusOr<std::vector<std::string>> {
+    return Run([&]() -> absl::StatusOr<std::vector<uint64_t>> {
       ASSIGN_OR_RETURN(pg::Result r, conn_->Exec("SELECT config_key FROM records WHERE "
                                                  "workload_key = $1 AND chip_type = $2",
                                                  {pg::Text(workload_key), pg::Text(chip_type)}));
-      std::vector<std::string> out;
+      std::vector<uint64_t> out;
       out.reserve(r.rows());
-      for (int i = 0; i < r.rows(); ++i) out.push_back(r.Value(i, 0));
+      for (int i = 0; i < r.rows(); ++i) out.push_back(RecordKeyHash(r.Value(i, 0)));
+      std::sort(out.begin(), out.end());
       return out;
     });
   }

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -142,17 +143,18 @@ class SqliteStore final : public Store {
     return std::optional<v1::TuningRecord>(std::move(r));
   }
 
-  absl::StatusOr<std::vector<std::string>> RecordKeys(const std::string& workload_key,
-                                                      const std::string& chip_type) override {
+  absl::StatusOr<std::vector<uint64_t>> RecordKeyHashes(const std::string& workload_key,
+                                                        const std::string& chip_type) override {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, "SELECT config_key FROM records WHERE workload_key=?1 AND chip_type=?2");
-    if (!s.ok()) return Error("prepare RecordKeys");
+    if (!s.ok()) return Error("prepare RecordKeyHashes");
     s.Text(1, workload_key);
     s.Text(2, chip_type);
-    std::vector<std::string> out;
+    std::vector<uint64_t> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.ColumnBlob(0));
-    if (rc != SQLITE_DONE) return Error("RecordKeys");
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(RecordKeyHash(s.ColumnBlob(0)));
+    if (rc != SQLITE_DONE) return Error("RecordKeyHashes");
+    std::sort(out.begin(), out.end());
     return out;
   }
 

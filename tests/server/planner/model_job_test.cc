@@ -115,7 +115,7 @@ TEST_F(ModelJobTest, BadModelSpecsAreRefused) {
   spec.set_model("tinyllama-1.1b");
   spec.set_phase("training");
   EXPECT_EQ(core_->SubmitJob(spec).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(core_->ListJobs(10).empty());
+  EXPECT_TRUE(core_->ListJobs(10)->empty());
 }
 
 }  // namespace
