@@ -14,6 +14,7 @@
 #include "agent/pretrain/pretrain.h"
 #include "agent/pretrain/replay_training.h"
 #include "agent/strategy.h"
+#include "common/flags.h"
 #include "hardware/replay/replay_set.h"
 
 namespace {
@@ -64,39 +65,30 @@ int Pretrain(const std::vector<std::string>& args) {
   std::vector<std::string> data, eval;
   std::string out;
   kiln::agent::PretrainOptions o;
-  std::vector<std::string>* in_list = nullptr;  // --data or --eval, while taking their files
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto number = [&](auto* dst) {
-      if (i + 1 >= args.size() || !absl::SimpleAtoi(args[++i], dst) || *dst < 0) {
-        std::fprintf(stderr, "kiln-agent pretrain: %s needs a non-negative number\n", a.c_str());
-        std::exit(2);
-      }
+  bool help = false;
+  // A non-negative number into `dst`.
+  auto number = [](const char* flag, auto* dst) {
+    return [flag, dst](const std::string& v) -> std::string {
+      if (absl::SimpleAtoi(v, dst) && *dst >= 0) return "";
+      return absl::StrCat(flag, " needs a non-negative number, got '", v, "'");
     };
-    if (a == "--data" || a == "--eval") {
-      in_list = a == "--data" ? &data : &eval;
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--out" && i + 1 < args.size()) {
-      out = args[++i];
-    } else if (a == "--cost-steps") {
-      number(&o.cost_steps);
-    } else if (a == "--policy-steps") {
-      number(&o.policy_steps);
-    } else if (a == "--seed") {
-      number(&o.seed);
-    } else if (in_list && !absl::StartsWith(a, "--")) {
-      in_list->push_back(a);
-      continue;
-    } else {
-      std::fprintf(stderr, "kiln-agent pretrain: unexpected %s\n%s", a.c_str(), kUsage);
-      return 2;
-    }
-    in_list = nullptr;
+  };
+  const std::vector<kiln::Flag> flags = {
+      {"--data", kiln::Flag::kList, [&](const std::string& v) { return data.push_back(v), ""; }},
+      {"--eval", kiln::Flag::kList, [&](const std::string& v) { return eval.push_back(v), ""; }},
+      {"--out", kiln::Flag::kValue, [&](const std::string& v) { return out = v, ""; }},
+      {"--cost-steps", kiln::Flag::kValue, number("--cost-steps", &o.cost_steps)},
+      {"--policy-steps", kiln::Flag::kValue, number("--policy-steps", &o.policy_steps)},
+      {"--seed", kiln::Flag::kValue, number("--seed", &o.seed)},
+      {"--help", kiln::Flag::kSwitch, [&](const std::string&) { return help = true, ""; }, true},
+      {"-h", kiln::Flag::kSwitch, [&](const std::string&) { return help = true, ""; }, true}};
+  if (auto error = kiln::ParseFlags(args, flags)) {
+    std::fprintf(stderr, "kiln-agent pretrain: %s\n%s", error->message.c_str(), kUsage);
+    return 2;
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (data.empty()) {
     std::fprintf(stderr, "kiln-agent pretrain: --data needs at least one file\n%s", kUsage);
