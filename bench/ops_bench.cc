@@ -158,8 +158,8 @@ void Run(benchmark::State& state, v1::Workload w) {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);  // takes its --benchmark_* flags out of argv
   const std::vector<kiln::Flag> flags = {
-      {"--config", kiln::Flag::kValue, [](const std::string& v) { return g_config = v, ""; }},
-      {"--dtype", kiln::Flag::kValue, [](const std::string& v) { return g_dtype = v, ""; }}};
+      {"--config", kiln::Flag::kValue, kiln::StoreText(&g_config)},
+      {"--dtype", kiln::Flag::kValue, kiln::StoreText(&g_dtype)}};
   if (auto error = kiln::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "kiln-bench-ops: %s (takes --config KNOB=V,... --dtype D and Google Benchmark's "

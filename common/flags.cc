@@ -1,6 +1,7 @@
 #include "common/flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kiln {
 
@@ -58,6 +59,33 @@ std::optional<FlagError> ParseFlags(int argc, char** argv, const std::vector<Fla
                                     std::vector<std::string>* positional) {
   return ParseFlags(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), flags,
                     positional);
+}
+
+std::function<std::string(const std::string&)> StoreText(std::string* dst) {
+  return [dst](const std::string& v) {
+    *dst = v;
+    return std::string();
+  };
+}
+
+std::function<std::string(const std::string&)> StoreBool(bool* dst, bool value) {
+  return [dst, value](const std::string&) {
+    *dst = value;
+    return std::string();
+  };
+}
+
+std::function<std::string(const std::string&)> StoreInt(const char* flag, long lo, long hi,
+                                                        int* dst) {
+  return [=](const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < lo || n > hi)
+      return std::string(flag) + " must be a whole number in " + std::to_string(lo) + ".." +
+             std::to_string(hi) + ", got '" + v.substr(0, 32) + "'";
+    *dst = static_cast<int>(n);
+    return std::string();
+  };
 }
 
 }  // namespace kiln

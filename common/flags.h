@@ -32,6 +32,13 @@ struct FlagError {
   bool refused = false;  // the message is a setter's (the flag was known, its value was not)
 };
 
+// Setters for the common cases: a string, a switch's value, a whole number in lo..hi (refused
+// with "FLAG must be a whole number in LO..HI, got 'V'").
+std::function<std::string(const std::string&)> StoreText(std::string* dst);
+std::function<std::string(const std::string&)> StoreBool(bool* dst, bool value);
+std::function<std::string(const std::string&)> StoreInt(const char* flag, long lo, long hi,
+                                                        int* dst);
+
 // Reads `args` (the command line after the program's name) in order against `flags`; nullopt
 // when every argument was taken. A value is the next argument, whatever it looks like, unless it
 // is one of the table's "--" flags: then the value was forgotten, and taking the flag as the value

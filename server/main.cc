@@ -54,33 +54,6 @@ constexpr char kUsage[] =
 
 using Setter = std::function<std::string(const std::string&)>;
 
-Setter Text(std::string* dst) {
-  return [dst](const std::string& v) {
-    *dst = v;
-    return std::string();
-  };
-}
-
-Setter Set(bool* dst, bool value) {
-  return [dst, value](const std::string&) {
-    *dst = value;
-    return std::string();
-  };
-}
-
-// A whole number in lo..hi (--final-rounds, --finalists).
-Setter Count(const char* flag, long lo, long hi, int* dst) {
-  return [=](const std::string& v) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < lo || n > hi)
-      return std::string(flag) + " must be a whole number in " + std::to_string(lo) + ".." +
-             std::to_string(hi) + ", got '" + v + "'";
-    *dst = static_cast<int>(n);
-    return std::string();
-  };
-}
-
 // A number >= 0 of `unit_ms` (seconds, days) into milliseconds, up to a century.
 Setter Duration(const char* flag, double unit_ms, int64_t* dst_ms) {
   return [=](const std::string& v) {
@@ -113,22 +86,23 @@ int main(int argc, char** argv) {
   kiln::server::CoordinatorOptions o;
   bool help = false;
   const std::vector<kiln::Flag> flags = {
-      {"-h", kiln::Flag::kSwitch, Set(&help, true), /*stop=*/true},
-      {"--help", kiln::Flag::kSwitch, Set(&help, true), /*stop=*/true},
-      {"--listen", kiln::Flag::kValue, Text(&o.listen)},
-      {"--data-dir", kiln::Flag::kValue, Text(&o.data_dir)},
-      {"--checkpoint-dir", kiln::Flag::kValue, Text(&o.checkpoint_dir)},
-      {"--store", kiln::Flag::kValue, Text(&o.store)},
-      {"--metrics-listen", kiln::Flag::kValue, Text(&o.metrics_listen)},
-      {"--tls-cert", kiln::Flag::kValue, Text(&o.tls_cert)},
-      {"--tls-key", kiln::Flag::kValue, Text(&o.tls_key)},
-      {"--tls-client-ca", kiln::Flag::kValue, Text(&o.tls_client_ca)},
-      {"--tokens", kiln::Flag::kValue, Text(&o.tokens)},
-      {"--insecure", kiln::Flag::kSwitch, Set(&o.insecure, true)},
-      {"--port-file", kiln::Flag::kValue, Text(&o.port_file)},
-      {"--no-racing", kiln::Flag::kSwitch, Set(&o.racing, false)},
-      {"--final-rounds", kiln::Flag::kValue, Count("--final-rounds", 0, 10, &o.final_rounds)},
-      {"--finalists", kiln::Flag::kValue, Count("--finalists", 2, 10, &o.finalists)},
+      {"-h", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), /*stop=*/true},
+      {"--help", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), /*stop=*/true},
+      {"--listen", kiln::Flag::kValue, kiln::StoreText(&o.listen)},
+      {"--data-dir", kiln::Flag::kValue, kiln::StoreText(&o.data_dir)},
+      {"--checkpoint-dir", kiln::Flag::kValue, kiln::StoreText(&o.checkpoint_dir)},
+      {"--store", kiln::Flag::kValue, kiln::StoreText(&o.store)},
+      {"--metrics-listen", kiln::Flag::kValue, kiln::StoreText(&o.metrics_listen)},
+      {"--tls-cert", kiln::Flag::kValue, kiln::StoreText(&o.tls_cert)},
+      {"--tls-key", kiln::Flag::kValue, kiln::StoreText(&o.tls_key)},
+      {"--tls-client-ca", kiln::Flag::kValue, kiln::StoreText(&o.tls_client_ca)},
+      {"--tokens", kiln::Flag::kValue, kiln::StoreText(&o.tokens)},
+      {"--insecure", kiln::Flag::kSwitch, kiln::StoreBool(&o.insecure, true)},
+      {"--port-file", kiln::Flag::kValue, kiln::StoreText(&o.port_file)},
+      {"--no-racing", kiln::Flag::kSwitch, kiln::StoreBool(&o.racing, false)},
+      {"--final-rounds", kiln::Flag::kValue,
+       kiln::StoreInt("--final-rounds", 0, 10, &o.final_rounds)},
+      {"--finalists", kiln::Flag::kValue, kiln::StoreInt("--finalists", 2, 10, &o.finalists)},
       {"--worker-purge-after", kiln::Flag::kValue,
        Duration("--worker-purge-after", 1e3, &o.worker_purge_after_ms)},
       {"--job-retention-days", kiln::Flag::kValue,

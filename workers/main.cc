@@ -28,32 +28,6 @@ constexpr char kUsage[] =
     "         N-th NVIDIA GPU; sim:systolic-RxC[-<S>kb][-<B>gbs][-<F>mhz] a simulated systolic\n"
     "         array (e.g. sim:systolic-128x128); see docs/backends.md\n";
 
-using Setter = std::function<std::string(const std::string&)>;
-
-Setter Text(std::string* dst) {
-  return [dst](const std::string& v) {
-    *dst = v;
-    return std::string();
-  };
-}
-
-Setter Help(bool* help) {
-  return [help](const std::string&) {
-    *help = true;
-    return std::string();
-  };
-}
-
-// --compile-ahead, --max-lease: 1..64.
-Setter Count(const char* flag, int* dst) {
-  return [=](const std::string& v) {
-    char* end = nullptr;
-    *dst = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-    if (*end || *dst < 1 || *dst > 64) return std::string(flag) + " must be a number in 1..64";
-    return std::string();
-  };
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,16 +36,16 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("KILN_COORDINATOR")) o.coordinator = env;
   bool help = false;
   const std::vector<kiln::Flag> flags = {
-      {"-h", kiln::Flag::kSwitch, Help(&help), /*stop=*/true},
-      {"--help", kiln::Flag::kSwitch, Help(&help), /*stop=*/true},
-      {"--coordinator", kiln::Flag::kValue, Text(&o.coordinator)},
-      {"--device", kiln::Flag::kValue, Text(&o.device)},
-      {"--metrics-listen", kiln::Flag::kValue, Text(&o.metrics_listen)},
-      {"--name", kiln::Flag::kValue, Text(&o.name)},
-      {"--tls-ca", kiln::Flag::kValue, Text(&o.tls_ca)},
-      {"--tls-cert", kiln::Flag::kValue, Text(&o.tls_cert)},
-      {"--tls-key", kiln::Flag::kValue, Text(&o.tls_key)},
-      {"--token-file", kiln::Flag::kValue, Text(&o.token_file)},
+      {"-h", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), /*stop=*/true},
+      {"--help", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), /*stop=*/true},
+      {"--coordinator", kiln::Flag::kValue, kiln::StoreText(&o.coordinator)},
+      {"--device", kiln::Flag::kValue, kiln::StoreText(&o.device)},
+      {"--metrics-listen", kiln::Flag::kValue, kiln::StoreText(&o.metrics_listen)},
+      {"--name", kiln::Flag::kValue, kiln::StoreText(&o.name)},
+      {"--tls-ca", kiln::Flag::kValue, kiln::StoreText(&o.tls_ca)},
+      {"--tls-cert", kiln::Flag::kValue, kiln::StoreText(&o.tls_cert)},
+      {"--tls-key", kiln::Flag::kValue, kiln::StoreText(&o.tls_key)},
+      {"--token-file", kiln::Flag::kValue, kiln::StoreText(&o.token_file)},
       {"--trial-timeout", kiln::Flag::kValue,
        [&o](const std::string& v) {
          char* end = nullptr;
@@ -80,8 +54,9 @@ int main(int argc, char** argv) {
                     ? "--trial-timeout must be a positive number of seconds"
                     : "";
        }},
-      {"--compile-ahead", kiln::Flag::kValue, Count("--compile-ahead", &o.compile_ahead)},
-      {"--max-lease", kiln::Flag::kValue, Count("--max-lease", &o.max_lease)},
+      {"--compile-ahead", kiln::Flag::kValue,
+       kiln::StoreInt("--compile-ahead", 1, 64, &o.compile_ahead)},
+      {"--max-lease", kiln::Flag::kValue, kiln::StoreInt("--max-lease", 1, 64, &o.max_lease)},
       {"--trial-memory-mb", kiln::Flag::kValue,
        [&o](const std::string& v) {
          char* end = nullptr;

@@ -76,12 +76,12 @@ int Pretrain(const std::vector<std::string>& args) {
   const std::vector<kiln::Flag> flags = {
       {"--data", kiln::Flag::kList, [&](const std::string& v) { return data.push_back(v), ""; }},
       {"--eval", kiln::Flag::kList, [&](const std::string& v) { return eval.push_back(v), ""; }},
-      {"--out", kiln::Flag::kValue, [&](const std::string& v) { return out = v, ""; }},
+      {"--out", kiln::Flag::kValue, kiln::StoreText(&out)},
       {"--cost-steps", kiln::Flag::kValue, number("--cost-steps", &o.cost_steps)},
       {"--policy-steps", kiln::Flag::kValue, number("--policy-steps", &o.policy_steps)},
       {"--seed", kiln::Flag::kValue, number("--seed", &o.seed)},
-      {"--help", kiln::Flag::kSwitch, [&](const std::string&) { return help = true, ""; }, true},
-      {"-h", kiln::Flag::kSwitch, [&](const std::string&) { return help = true, ""; }, true}};
+      {"--help", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), true},
+      {"-h", kiln::Flag::kSwitch, kiln::StoreBool(&help, true), true}};
   if (auto error = kiln::ParseFlags(args, flags)) {
     std::fprintf(stderr, "kiln-agent pretrain: %s\n%s", error->message.c_str(), kUsage);
     return 2;

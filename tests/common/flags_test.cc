@@ -180,5 +180,26 @@ TEST(FlagsTest, StopFlagEndsParsing) {
   EXPECT_FALSE(p.json);
 }
 
+// The common setters: text, a switch's value, a whole number in range naming flag and value.
+TEST(FlagsTest, CommonSettersStoreAndRefuse) {
+  std::string name;
+  bool on = false;
+  int count = 0;
+  const std::vector<Flag> flags = {{"--name", Flag::kValue, StoreText(&name)},
+                                   {"--on", Flag::kSwitch, StoreBool(&on, true)},
+                                   {"--count", Flag::kValue, StoreInt("--count", 1, 64, &count)}};
+  EXPECT_FALSE(ParseFlags({"--name", "x", "--on", "--count=64"}, flags).has_value());
+  EXPECT_EQ(name, "x");
+  EXPECT_TRUE(on);
+  EXPECT_EQ(count, 64);
+  for (const char* bad : {"0", "65", "7x", ""}) {
+    auto e = ParseFlags({"--count", bad}, flags);
+    ASSERT_TRUE(e.has_value()) << bad;
+    EXPECT_EQ(e->message,
+              std::string("--count must be a whole number in 1..64, got '") + bad + "'");
+    EXPECT_EQ(count, 64) << "a refused value leaves the old one";
+  }
+}
+
 }  // namespace
 }  // namespace kiln
