@@ -14,6 +14,10 @@ namespace {
 
 using D = const DimValues&;
 
+// Rules two operators share: grouped-query attention, and routing to experts.
+const char* KvhDividesH(D d) { return std::fmod(d("H"), d("KVH")) == 0 ? "" : "KVH must divide H"; }
+const char* TopkAtMostE(D d) { return d("TOPK") <= d("E") ? "" : "TOPK must be <= E"; }
+
 std::vector<Operator> MakeTable() {
   std::vector<Operator> ops;
   {
@@ -57,9 +61,7 @@ std::vector<Operator> MakeTable() {
     op.kind = v1::ATTENTION_DECODE;
     op.dims = {"B", "H", "KVH", "D", "L"};
     op.meaning = "out[B,H,D] = softmax(q k^T / sqrt(D)) v over a KV cache k,v[B,KVH,L,D]";
-    op.rule = [](D d) -> const char* {
-      return std::fmod(d("H"), d("KVH")) == 0 ? "" : "KVH must divide H";
-    };
+    op.rule = KvhDividesH;
     op.flops = [](D d) { return 4 * d("B") * d("H") * d("D") * d("L"); };
     op.bytes = [](D d, double) {  // the KV cache dominates
       return 4 * (2 * d("B") * d("KVH") * d("L") * d("D") + 2 * d("B") * d("H") * d("D"));
@@ -71,9 +73,7 @@ std::vector<Operator> MakeTable() {
     op.kind = v1::ATTENTION_PREFILL;
     op.dims = {"B", "H", "KVH", "D", "S"};
     op.meaning = "causal attention of q[B,S,H,D] over k,v[B,S,KVH,D] -> out[B,S,H,D]";
-    op.rule = [](D d) -> const char* {
-      return std::fmod(d("H"), d("KVH")) == 0 ? "" : "KVH must divide H";
-    };
+    op.rule = KvhDividesH;
     // Causal: half of the S x S scores, each a D-long dot product and a D-long weighted sum.
     op.flops = [](D d) { return 2 * d("B") * d("H") * d("D") * d("S") * d("S"); };
     op.bytes = [](D d, double) {
@@ -104,7 +104,7 @@ std::vector<Operator> MakeTable() {
     op.kind = v1::MOE_ROUTER;
     op.dims = {"T", "D", "E", "TOPK"};
     op.meaning = "softmax(x[T,D] * W[D,E]), each token's TOPK experts and renormalised weights";
-    op.rule = [](D d) -> const char* { return d("TOPK") <= d("E") ? "" : "TOPK must be <= E"; };
+    op.rule = TopkAtMostE;
     op.flops = [](D d) { return 2 * d("T") * d("D") * d("E"); };
     op.bytes = [](D d, double) {
       return 4 * (d("T") * d("D") + d("D") * d("E") + d("T") * d("E"));
@@ -117,7 +117,7 @@ std::vector<Operator> MakeTable() {
     op.dims = {"T", "E", "TOPK", "N", "K"};
     op.meaning = "y[T,TOPK,N] = x[T,TOPK,K] * W[e] for each token's experts e of W[E,K,N]";
     op.weight_dtypes = {v1::BF16};
-    op.rule = [](D d) -> const char* { return d("TOPK") <= d("E") ? "" : "TOPK must be <= E"; };
+    op.rule = TopkAtMostE;
     op.flops = [](D d) { return 2 * d("T") * d("TOPK") * d("N") * d("K"); };
     op.bytes = [](D d, double wb) {  // at most min(E, T*TOPK) experts' weights are read
       const double experts = std::min(d("E"), d("T") * d("TOPK"));
