@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "codegen/op_table.h"
 
 namespace kiln::agent {
 namespace {
@@ -68,7 +71,10 @@ SpaceFeatures::SpaceFeatures(const codegen::KnobSpace& space, const v1::Workload
   std::string names;
   for (const auto& k : knobs) names += k.name + ",";
   uint64_t kernel = Fnv(names), device = Fnv(chip.model() + "|" + chip.chip_type());
-  context_ = {static_cast<float>(workload.op()) / 11.0f,
+  // The operator as a fraction of the table's size: in [0, 1] however many operators there are
+  // (adding one shifts this feature for checkpoints trained before it).
+  static const float operators = static_cast<float>(codegen::Operators().size());
+  context_ = {static_cast<float>(workload.op()) / operators,
               static_cast<float>(dims / 40),
               static_cast<float>(std::log2(1 + chip.peak_gflops()) / 20),
               static_cast<float>(std::log2(1 + chip.read_gbytes_per_s()) / 15),
