@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/cpu/op_sources.h"  // generated: kKilnCpu*Source
+#include "codegen/cpu/gen/op_sources.h"  // generated: kKilnCpu*Source
 #include "codegen/workload.h"
 
 namespace kiln::codegen {
