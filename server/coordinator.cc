@@ -73,7 +73,8 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
                   },
                   [this](JobEntry& job, v1::JobEvent::Kind kind, int task,
                          const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
-                  [this](JobEntry& job) { UpdateBestTokensLocked(job); }}) {}
+                  [this](JobEntry& job) { UpdateBestTokensLocked(job); }}),
+      jobs_outside_memory_(options.read_only) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 

@@ -50,6 +50,9 @@ struct CoreOptions {
   // tick after they finished): older ones, and those past job_retention_ms, leave memory too and
   // are read from the store on demand, so memory follows the active work, not the history.
   int finished_jobs_in_memory = 100;
+  // A standby's reader (server/coordinator_server.h): no job is in memory and every read goes to
+  // the store, which another coordinator leads.
+  bool read_only = false;
 };
 
 class Coordinator {

@@ -76,6 +76,7 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     tuning_->SetWatchLimits(o.max_watch_streams_per_caller, o.max_watch_streams);
     workers_ = std::make_unique<WorkerServiceImpl>(nullptr, metrics_.get(), auth_.get());
     if (!standby) RETURN_IF_ERROR(Lead(*std::move(store)));
+    if (standby) StartReader();
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
@@ -120,6 +121,7 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     { std::lock_guard<std::mutex> lock(lead_mu_); }  // a takeover under way finishes first
     if (tuning_) tuning_->Stop();
     if (core_) core_->Shutdown();
+    if (reader_) reader_->Shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (ticker_.joinable()) ticker_.join();
     if (agent_sink_ && agent::DefaultAgentMetrics() == agent_sink_)
@@ -145,6 +147,24 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
     leading_ = core_.get();
     if (server_) server_->GetHealthCheckService()->SetServingStatus(true);
     return absl::OkStatus();
+  }
+
+  // A standby answers reads (GetJob, ListJobs, GetResults, LookupBest) from the leader's store
+  // through a read-only session; without one (the database refuses it) it answers none.
+  void StartReader() {
+    absl::StatusOr<std::unique_ptr<Store>> reader = OpenStoreReader(options_.store);
+    if (!reader.ok()) {
+      if (!options_.quiet)
+        std::fprintf(stderr, "kiln-coordinator: standing by without serving reads: %s\n",
+                     std::string(reader.status().message()).c_str());
+      return;
+    }
+    reader_store_ = *std::move(reader);
+    CoreOptions core;
+    core.read_only = true;
+    core.job_retention_ms = options_.job_retention_ms;
+    reader_ = std::make_unique<Coordinator>(reader_store_.get(), &clock_, nullptr, core);
+    tuning_->SetReader(reader_.get());
   }
 
   // A standby: opens the store again and again (each try waits up to a few seconds for the
@@ -188,6 +208,9 @@ class RunningCoordinatorImpl final : public RunningCoordinator {
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<Coordinator> core_;
+  // A standby's reads (kept after a takeover: a call may still be using it).
+  std::unique_ptr<Store> reader_store_;
+  std::unique_ptr<Coordinator> reader_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   std::unique_ptr<grpc::Server> server_;

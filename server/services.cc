@@ -65,7 +65,7 @@ absl::Status TuningServiceImpl::CheckOwner(grpc::ServerContext* ctx, const std::
   if (!auth_ || !ctx) return absl::OkStatus();
   Caller caller = CallerOf(*ctx);
   if (caller.role == Role::kAdmin) return absl::OkStatus();
-  auto job = core()->GetJob(job_id);
+  auto job = reads()->GetJob(job_id);
   if (!job.ok()) return job.status();
   if (MayUseJob(caller, job->spec().owner())) return absl::OkStatus();
   if (metrics_) metrics_->Refused("not_owner");
@@ -88,19 +88,19 @@ grpc::Status TuningServiceImpl::SubmitJob(grpc::ServerContext* ctx, const v1::Su
 
 grpc::Status TuningServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                        v1::Job* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "GetJob", [&] {
+  return Serve(ctx, reads(), auth_, metrics_, Access::kTuning, "GetJob", [&] {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    return Assign(core()->GetJob(req->job_id()), resp);
+    return Assign(reads()->GetJob(req->job_id()), resp);
   });
 }
 
 grpc::Status TuningServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                          v1::ListJobsResponse* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "ListJobs", [&] {
+  return Serve(ctx, reads(), auth_, metrics_, Access::kTuning, "ListJobs", [&] {
     if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
     const Caller caller = ctx ? CallerOf(*ctx) : Caller{Role::kAdmin, "", false};
     ASSIGN_OR_RETURN(std::vector<v1::Job> jobs,
-                     core()->ListJobs(caller.role == Role::kAdmin ? req->limit() : 0));
+                     reads()->ListJobs(caller.role == Role::kAdmin ? req->limit() : 0));
     if (caller.role == Role::kAdmin) {
       for (auto& j : jobs) *resp->add_jobs() = std::move(j);
       return absl::OkStatus();
@@ -180,9 +180,9 @@ grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::Ca
 grpc::Status TuningServiceImpl::GetResults(grpc::ServerContext* ctx,
                                            const v1::GetResultsRequest* req,
                                            v1::GetResultsResponse* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "GetResults", [&] {
+  return Serve(ctx, reads(), auth_, metrics_, Access::kTuning, "GetResults", [&] {
     RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    return Assign(core()->GetResults(req->job_id()), resp);
+    return Assign(reads()->GetResults(req->job_id()), resp);
   });
 }
 
@@ -197,8 +197,8 @@ grpc::Status TuningServiceImpl::ListWorkers(grpc::ServerContext* ctx, const v1::
 grpc::Status TuningServiceImpl::LookupBest(grpc::ServerContext* ctx,
                                            const v1::LookupBestRequest* req,
                                            v1::LookupBestResponse* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "LookupBest", [&] {
-    auto records = core()->LookupBest(*req);
+  return Serve(ctx, reads(), auth_, metrics_, Access::kTuning, "LookupBest", [&] {
+    auto records = reads()->LookupBest(*req);
     if (!records.ok()) return records.status();
     for (auto& r : *records) *resp->add_records() = std::move(r);
     return absl::OkStatus();

@@ -22,6 +22,9 @@ class TuningServiceImpl final : public v1::TuningService::Service {
                     const Authenticator* auth = nullptr)
       : core_(core), metrics_(metrics), auth_(auth) {}
   void Activate(Coordinator* core) { core_ = core; }
+  // A standby's read-only core over the leader's store: until Activate, GetJob, ListJobs,
+  // GetResults and LookupBest answer from it; every other call is UNAVAILABLE.
+  void SetReader(Coordinator* reader) { reader_ = reader; }
   void Stop() { stopping_ = true; }
   // Caps open WatchJob streams, each of which holds a server thread: per caller name
   // (anonymous callers share "") and in all.
@@ -50,7 +53,13 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   absl::Status CheckOwner(grpc::ServerContext* ctx, const std::string& job_id);
 
   Coordinator* core() const { return core_.load(); }
+  // What reads are served from: the core, else a standby's reader (null: neither).
+  Coordinator* reads() const {
+    Coordinator* c = core_.load();
+    return c ? c : reader_.load();
+  }
   std::atomic<Coordinator*> core_;
+  std::atomic<Coordinator*> reader_{nullptr};
   CoordinatorMetrics* metrics_;
   const Authenticator* auth_;
   std::atomic<bool> stopping_{false};

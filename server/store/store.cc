@@ -104,6 +104,16 @@ absl::StatusOr<std::optional<v1::Job>> Store::LoadJob(const std::string& job_id)
   return std::optional<v1::Job>();
 }
 
+absl::StatusOr<std::unique_ptr<Store>> OpenStoreReader(const std::string& spec) {
+  if (!IsPostgresSpec(spec))
+    return absl::UnimplementedError("only a PostgreSQL store has standbys that read it");
+#ifdef KILN_WITH_POSTGRES
+  return NewPostgresStore(spec, /*reader=*/true);
+#else
+  return absl::UnimplementedError("built without PostgreSQL");
+#endif
+}
+
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
                                                  const std::string& data_dir) {
   if (IsPostgresSpec(spec)) {

@@ -63,6 +63,10 @@ class Store {
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& spec,
                                                  const std::string& data_dir);
 
+// A standby's read-only view of a shared store, open while another coordinator leads it
+// (PostgreSQL only; UNIMPLEMENTED for SQLite, whose data dir one coordinator owns).
+absl::StatusOr<std::unique_ptr<Store>> OpenStoreReader(const std::string& spec);
+
 bool IsPostgresSpec(const std::string& spec);
 // A shared store that another coordinator leads (PostgreSQL's advisory lock is held): this one
 // may stand by (server/coordinator_server.h). The error says so; IsLeaderElsewhere recognizes it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Two coordinators on one PostgreSQL database: the second stands by (UNAVAILABLE, health
-# NOT_SERVING). Workers and the CLI get both addresses. The leader is killed (-9) mid-job: the
+# Two coordinators on one PostgreSQL database: the second stands by (health NOT_SERVING; reads
+# answered from the database, everything else UNAVAILABLE). Workers and the CLI get both addresses. The leader is killed (-9) mid-job: the
 # standby takes over within 10 s, and the job finishes with every trial counted once. Run under
 # with_postgres.sh (KILN_TEST_POSTGRES); exits 77 (skipped) without it or without a
 # PostgreSQL-enabled build.
@@ -15,7 +15,10 @@ ready() { curl -s -o /dev/null -w "%{http_code}" "http://$1/ready"; }
 [ "$(ready "$A_METRICS")" = 200 ] || die "the leader's /ready is not 200"
 [ "$(ready "$B_METRICS")" = 503 ] || die "the standby's /ready is not 503"
 grep -q "standing by" "$WORK/coordinator.log" || die "the second coordinator did not stand by"
-"$KILN_CLI" --coordinator "$B" jobs >"$WORK/standby.out" 2>&1 && die "the standby answered a call"
+"$KILN_CLI" --coordinator "$B" jobs >"$WORK/standby-jobs.out" 2>&1 \
+  || die "the standby did not answer a read: $(tail -2 "$WORK/standby-jobs.out")"
+"$KILN_CLI" --coordinator "$B" submit --op gemm --shape M=8,N=64,K=64 --chip sim --budget 2 \
+  >"$WORK/standby.out" 2>&1 && die "the standby took a job"
 grep -q "standby" "$WORK/standby.out" || die "the standby's refusal does not say so: $(cat "$WORK/standby.out")"
 COORD=$A,$B
 for i in 1 2; do
@@ -27,6 +30,12 @@ budget=600
 job=$(submit --op gemm --shape M=256,N=512,K=512 --chip sim --budget $budget --strategy random) \
   || die "submit to the pair failed"
 wait_answered "$job" 100 "the failover"
+# The standby reads what the leader wrote: the job in its list, its results with trials.
+"$KILN_CLI" --coordinator "$B" jobs 2>&1 | grep -q "$job" || die "the standby does not list $job"
+"$KILN_CLI" --coordinator "$B" results "$job" --json >"$WORK/standby-results.json" 2>&1 \
+  || die "the standby did not answer results: $(tail -2 "$WORK/standby-results.json")"
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tasks"][0]["trials"]; sys.exit(0 if t["ok"] > 0 else 1)' \
+  "$WORK/standby-results.json" || die "the standby's results have no trials"
 kill -9 "$A_PID"; wait "$A_PID" 2>/dev/null || true
 killed=$(date +%s.%N)
 for _ in $(seq 200); do grep -q "leading: took over" "$WORK/coordinator.log" && break; sleep 0.05; done

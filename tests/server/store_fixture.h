@@ -75,6 +75,7 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
 
   bool postgres() const { return GetParam() == "postgres"; }
   absl::StatusOr<std::unique_ptr<Store>> Open() { return OpenStore(spec_, dir_); }
+  absl::StatusOr<std::unique_ptr<Store>> OpenReader() { return OpenStoreReader(spec_); }
 
   // Runs SQL on the store's database behind the store's back: sqlite3, or psql
   // ($KILN_TEST_PSQL) against `db` (default: this test's database).

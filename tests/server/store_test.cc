@@ -175,6 +175,28 @@ TEST_P(StoreTest, LoadsOneJobAndRemovesWorkers) {
   EXPECT_EQ(workers[0].id(), "w-000000000002");
 }
 
+// A standby's reader: opens while the leader holds the database (it takes no lock), reads what
+// the leader wrote, writes nothing; the leader's lock still keeps a second writer off.
+TEST_P(StoreTest, AReaderReadsBesideTheLeaderAndWritesNothing) {
+  if (!postgres()) {
+    EXPECT_EQ(OpenReader().status().code(), absl::StatusCode::kUnimplemented);
+    return;
+  }
+  auto leader = *Open();
+  auto reader = OpenReader();
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  WriteBatch b;
+  b.jobs = {Job("j-000000000001", v1::RUNNING, 10)};
+  ASSERT_TRUE(leader->Write(b).ok());
+  auto jobs = (*reader)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*reader)->Write(b).code(), absl::StatusCode::kFailedPrecondition);
+  auto second = Open();
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(IsLeaderElsewhere(second.status())) << second.status();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 

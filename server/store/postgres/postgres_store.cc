@@ -41,10 +41,13 @@ constexpr char kSession[] =
 
 class PostgresStore final : public Store {
  public:
-  explicit PostgresStore(std::unique_ptr<pg::Connection> conn) : conn_(std::move(conn)) {}
+  // `reader`: a standby's read-only session, without the lock (it must not write).
+  PostgresStore(std::unique_ptr<pg::Connection> conn, bool reader)
+      : conn_(std::move(conn)), reader_(reader) {}
 
   absl::Status Init() {
     RETURN_IF_ERROR(StartSession(kOpenLockWaitMs));
+    if (reader_) return absl::OkStatus();  // the leader creates and migrates the schema
     RETURN_IF_ERROR(conn_->ExecScript(kSchema));
     ASSIGN_OR_RETURN(pg::Result v,
                      conn_->Exec("SELECT value FROM kiln_meta WHERE key = 'schema_version'"));
@@ -61,6 +64,8 @@ class PostgresStore final : public Store {
   }
 
   absl::Status Write(const WriteBatch& b) override {
+    if (reader_)
+      return absl::FailedPreconditionError("a standby's read-only store session does not write");
     std::lock_guard<std::mutex> lock(mu_);
     return Run([&]() -> absl::Status {
       RETURN_IF_ERROR(conn_->ExecScript("BEGIN"));
@@ -136,6 +141,10 @@ class PostgresStore final : public Store {
   // Keepalives and the advisory lock that keeps a second coordinator off this database.
   absl::Status StartSession(int lock_wait_ms) {
     RETURN_IF_ERROR(conn_->ExecScript(kSession));
+    if (reader_) {
+      ready_ = true;
+      return absl::OkStatus();
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(lock_wait_ms);
     while (true) {
       ASSIGN_OR_RETURN(pg::Result r, conn_->Exec("SELECT pg_try_advisory_lock($1::bigint)",
@@ -228,14 +237,15 @@ class PostgresStore final : public Store {
 
   std::mutex mu_;
   std::unique_ptr<pg::Connection> conn_;
-  bool ready_ = false;  // session set up and the lock held
+  const bool reader_;
+  bool ready_ = false;  // session set up and the lock held (a reader holds none)
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> NewPostgresStore(const std::string& uri) {
+absl::StatusOr<std::unique_ptr<Store>> NewPostgresStore(const std::string& uri, bool reader) {
   ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn, pg::Connection::Open(uri));
-  auto store = std::make_unique<PostgresStore>(std::move(conn));
+  auto store = std::make_unique<PostgresStore>(std::move(conn), reader);
   RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));
 }
