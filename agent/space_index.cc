@@ -163,6 +163,21 @@ std::vector<Row> SpaceIndex::Neighbours(const Row& r) const {
   return out;
 }
 
+bool SpaceIndex::RandomMove(const Row& r, std::mt19937_64& rng, Row* out) const {
+  const int k = std::uniform_int_distribution<int>(0, num_knobs() - 1)(rng);
+  const int size = sizes_[k];
+  if (size < 2) return false;
+  *out = r;
+  if (std::uniform_real_distribution<>(0, 1)(rng) < 0.6) {
+    (*out)[k] += std::uniform_int_distribution<int>(0, 1)(rng) ? 1 : -1;
+    if ((*out)[k] < 0 || (*out)[k] >= size) return false;
+  } else {
+    const int v = std::uniform_int_distribution<int>(0, size - 2)(rng);
+    (*out)[k] = v >= r[k] ? v + 1 : v;
+  }
+  return IsValid(*out);
+}
+
 bool SpaceIndex::SampleUniform(std::mt19937_64& rng, Row* out) const {
   if (enumerated_) {
     if (rows_.empty()) return false;

@@ -38,6 +38,10 @@ class SpaceIndex {
 
   // Valid rows that differ from `r` in exactly one knob.
   std::vector<Row> Neighbours(const Row& r) const;
+  // A random one-knob move from `r` (the local step of annealing and of the policy's walk): a
+  // knob drawn uniformly goes to a neighbouring value (60%) or to any other value. False, with
+  // the draws spent, when that knob has one value, the step leaves its range or the row is invalid.
+  bool RandomMove(const Row& r, std::mt19937_64& rng, Row* out) const;
   // A valid row drawn uniformly (rejection sampling when not enumerated; in a sparse space too
   // large to enumerate, a random walk from a known valid row when rejection fails); false if
   // none is found.

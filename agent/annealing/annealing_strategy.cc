@@ -57,18 +57,8 @@ class AnnealingStrategy final : public IndexedStrategy {
   bool NextRow(Row* out) override {
     if (has_current_) {
       for (int t = 0; t < kMoveTries; ++t) {
-        Row r = current_;
-        int k = std::uniform_int_distribution<int>(0, index_->num_knobs() - 1)(rng_);
-        int size = index_->sizes()[k];
-        if (size < 2) continue;
-        if (std::uniform_real_distribution<>(0, 1)(rng_) < 0.6) {
-          r[k] += std::uniform_int_distribution<int>(0, 1)(rng_) ? 1 : -1;
-          if (r[k] < 0 || r[k] >= size) continue;
-        } else {
-          int v = std::uniform_int_distribution<int>(0, size - 2)(rng_);
-          r[k] = v >= current_[k] ? v + 1 : v;
-        }
-        if (!index_->IsValid(r)) continue;
+        Row r;
+        if (!index_->RandomMove(current_, rng_, &r)) continue;
         if (const Ledger::Result* known = ledger_.Lookup(r)) {
           Step(*known);
           continue;
