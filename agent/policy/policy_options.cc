@@ -46,6 +46,7 @@ const OptionSpec kOptionSpecs[] = {
     {"pool_uniform", &PolicyOptions::pool_uniform, 0, kMany},
     {"neighbours_of", &PolicyOptions::neighbours_of, 0, kMany},
     {"explore", &PolicyOptions::explore, 0, 1},
+    {"local", &PolicyOptions::local, 0, 1},
     {"kappa", &PolicyOptions::kappa, 0, 100},
     {"crowd", &PolicyOptions::crowd, 0, 100},
     {"crowd_after", &PolicyOptions::crowd_after, 0, kMany},

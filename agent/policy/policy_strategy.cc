@@ -20,6 +20,10 @@ namespace kiln::agent {
 namespace {
 
 constexpr float kFailureReward = -2.0f;
+// The local walk's temperature in log latency, as the annealing strategy's: hot at the start and
+// after the walk is stuck, cooled per result of its own.
+constexpr double kWalkHot = 0.5, kWalkCold = 0.01, kWalkCooling = 0.985;
+constexpr int kWalkTries = 200;  // moves tried before the walk counts as stuck
 
 class PolicyStrategy final : public Strategy {
  public:
@@ -119,6 +123,10 @@ class PolicyStrategy final : public Strategy {
           if (index_->sizes()[k] <= o_.flip_max && !ledger_.Seen(n)) flips_.push_back(n);
         }
       }
+      if (has_walk_ && walked_.count(code)) {
+        WalkStep(res);
+        walk_temp_ = std::max(kWalkCold, walk_temp_ * kWalkCooling);
+      }
       ++since_;
       ok_results_ += res.ok;
     }
@@ -153,6 +161,10 @@ class PolicyStrategy final : public Strategy {
       flips_.pop_front();
       if (!ledger_.Seen(*r)) return true;
     }
+    if (o_.local > 0 && std::uniform_real_distribution<>(0, 1)(rng_) < o_.local && Walk(r)) {
+      walked_.insert(index_->Code(*r));
+      return true;
+    }
     if (std::uniform_real_distribution<>(0, 1)(rng_) < o_.explore) {
       std::vector<Row> d = sampler_.Draw(1, ledger_, rng_);
       if (!d.empty()) {
@@ -169,6 +181,37 @@ class PolicyStrategy final : public Strategy {
       Refresh();
     }
     return Unbiased(ledger_.RandomUnseen(rng_, r), *r);
+  }
+
+  // The local walk's next row (PolicyOptions::local); false when it is stuck (it then starts
+  // again, hot, from the best).
+  bool Walk(Row* out) {
+    if (!has_walk_ || ledger_.best_log_us() < walk_log_ - 0.01) {
+      if (ledger_.best_result() < 0) return false;
+      const auto& best = ledger_.results()[ledger_.best_result()];
+      walk_ = best.row, walk_log_ = best.log_us, has_walk_ = true;
+    }
+    for (int t = 0; t < kWalkTries; ++t) {
+      Row r;
+      if (!index_->RandomMove(walk_, rng_, &r)) continue;
+      if (const Ledger::Result* known = ledger_.Lookup(r)) {
+        WalkStep(*known);
+        continue;
+      }
+      if (ledger_.Seen(r)) continue;  // proposed, result pending
+      *out = std::move(r);
+      return true;
+    }
+    has_walk_ = false;
+    walk_temp_ = kWalkHot;
+    return false;
+  }
+  // Metropolis acceptance of a measured row as the walk's position.
+  void WalkStep(const Ledger::Result& res) {
+    if (!res.ok) return;
+    const double delta = res.log_us - walk_log_;
+    if (delta <= 0 || std::uniform_real_distribution<>(0, 1)(rng_) < std::exp(-delta / walk_temp_))
+      walk_ = res.row, walk_log_ = res.log_us;
   }
 
   // Notes a row picked without the models (space filling or uniform): such rows decide whether
@@ -250,6 +293,10 @@ class PolicyStrategy final : public Strategy {
   std::deque<Row> queue_;                       // screened candidates, most promising first
   std::deque<Row> flips_;                       // the new best's categorical neighbours
   bool flips_ranked_ = true;
+  bool has_walk_ = false;  // the local walk: its position, that row's log latency, temperature
+  Row walk_;
+  double walk_log_ = 0, walk_temp_ = kWalkHot;
+  std::unordered_set<uint64_t> walked_;      // codes of the rows the walk proposed
   std::unordered_map<uint64_t, int> crowd_;  // CrowdKey -> measured rows on that line
 };
 

@@ -44,6 +44,10 @@ struct PolicyOptions {
   int gp_rows = 128;      // most results the GP conditions on
   int gp_tune_every = 8;  // results between refits of the GP's kernel weights
   double gp_prior = 1.0;  // exponential prior rate on the GP's kernel weights
+  // Share of proposals from a local walk: annealing's Metropolis chain over one-knob moves,
+  // moved to the best result whenever that is 1% better than where the walk stands, and stepping
+  // for free through rows any part of the search measured. 0: off.
+  double local = 0.35;
   // When a result improves the best by 1%, its unmeasured one-knob neighbours along knobs with
   // at most this many values are measured next (a categorical flip of the new best). 0: off.
   int flip_max = 4;
