@@ -120,8 +120,8 @@ TEST(DifferentialTest, EveryOperatorCaseOnEveryBackend) {
   EXPECT_GT(measured, 0) << "no accelerator backend present (the sim backend always is)";
 }
 
-// The baselines (CLBlast / cuBLAS / default configurations / the default sim mapping) pass the
-// same verification.
+// The baselines (every CPU route, CLBlast / cuBLAS / default configurations / the default sim
+// mapping) pass the same verification.
 TEST(DifferentialTest, BaselinesVerify) {
   for (Backend& b : Backends()) {
     if (!b.device) continue;
@@ -134,6 +134,11 @@ TEST(DifferentialTest, BaselinesVerify) {
                   m.median_us());
       EXPECT_EQ(m.status(), v1::OK)
           << b.device->BaselineName(w) << " on " << codegen::WorkloadKey(w) << ": " << m.message();
+      // Every route the fastest was chosen from verified too (or cannot run here).
+      for (const v1::BaselineRoute& r : m.baseline_routes())
+        EXPECT_TRUE(r.status() == v1::OK || r.status() == v1::UNSUPPORTED)
+            << r.name() << " at " << r.threads() << " threads on " << codegen::WorkloadKey(w)
+            << ": " << v1::MeasurementStatus_Name(r.status()) << " " << r.message();
     }
   }
 }

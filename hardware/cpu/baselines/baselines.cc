@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -219,13 +220,80 @@ std::vector<Route> QuantGemmRoutes(const v1::Workload& w, const std::vector<int>
   return routes;
 }
 
+// Grouped expert GEMM through oneDNN, as a user would write it: for each expert with tokens,
+// gather its rows, one oneDNN matmul on that expert's weights (as given, [K,N]: a packed copy of
+// every expert for every row count is not something a serving stack keeps), scatter the rows
+// back. Primitives are made once per row count (in the warm-up runs) and reused.
+struct OnednnMoe {
+  int T, E, TOPK, N, K;
+  bool bf16;
+  std::map<int, std::unique_ptr<OnednnMatmul>> by_rows;
+  std::vector<float> x_rows, y_rows;
+  std::vector<int> rows;
+  absl::Status status;
+
+  void Run(const float* x, const void* w, const int32_t* experts, float* y) {
+    const size_t elt = bf16 ? 2 : 4, per_expert = static_cast<size_t>(K) * N * elt;
+    for (int e = 0; e < E && status.ok(); ++e) {
+      rows.clear();
+      for (int r = 0; r < T * TOPK; ++r)
+        if (experts[r] == e) rows.push_back(r);
+      if (rows.empty()) continue;
+      const int m = static_cast<int>(rows.size());
+      auto& mm = by_rows[m];
+      if (!mm) {
+        auto made = OnednnMatmul::Create(m, N, K, bf16, /*plain_weights=*/true);
+        if (!made.ok()) {
+          status = made.status();
+          return;
+        }
+        mm = std::move(*made);
+      }
+      x_rows.resize(static_cast<size_t>(m) * K);
+      y_rows.resize(static_cast<size_t>(m) * N);
+      for (int i = 0; i < m; ++i)
+        std::memcpy(&x_rows[static_cast<size_t>(i) * K], x + static_cast<size_t>(rows[i]) * K,
+                    K * sizeof(float));
+      mm->Run(x_rows.data(), static_cast<const char*>(w) + e * per_expert, y_rows.data());
+      for (int i = 0; i < m; ++i)
+        std::memcpy(y + static_cast<size_t>(rows[i]) * N, &y_rows[static_cast<size_t>(i) * N],
+                    N * sizeof(float));
+    }
+  }
+};
+
+void AddOnednnMoe(std::vector<Route>& routes, const v1::Workload& w,
+                  const std::vector<int>& counts) {
+  const auto d = [&](const char* n) { return static_cast<int>(w.dims().at(n)); };
+  const int T = d("T"), E = d("E"), TOPK = d("TOPK"), N = d("N"), K = d("K");
+  const bool bf16 = w.dtype() == v1::BF16;
+  routes.push_back({bf16 ? "onednn-bf16-per-expert" : "onednn-per-expert", bf16 ? "bf16" : "fp32",
+                    counts, [=](int t) -> absl::StatusOr<RouteCall> {
+                      SetOpenMpThreads(t);
+                      auto moe = std::make_shared<OnednnMoe>();
+                      *moe = OnednnMoe{T, E, TOPK, N, K, bf16, {}, {}, {}, {}, absl::OkStatus()};
+                      RouteCall c;
+                      c.failed = std::make_shared<absl::Status>();
+                      c.op = [moe, failed = c.failed](const long long*, void* const* a,
+                                                      const float*) {
+                        moe->Run(static_cast<const float*>(a[0]), a[1],
+                                 static_cast<const int32_t*>(a[2]), static_cast<float*>(a[3]));
+                        if (!moe->status.ok() && failed->ok()) *failed = moe->status;
+                      };
+                      c.state = moe;
+                      return c;
+                    }});
+}
+
 }  // namespace
 
 std::vector<Route> Routes(const v1::Workload& w, const std::vector<int>& threads) {
   if (QuantGemm(w)) return QuantGemmRoutes(w, threads);
   if (PlainGemm(w)) return GemmRoutes(w, threads);
   if (PlainBf16Gemm(w)) return Bf16GemmRoutes(w, threads);
-  return TorchRoutes(w, threads);
+  std::vector<Route> routes = TorchRoutes(w, threads);
+  if (w.op() == v1::MOE_GEMM) AddOnednnMoe(routes, w, threads);
+  return routes;
 }
 
 void QuietPools() {

@@ -9,7 +9,7 @@ std::vector<Route> Routes(const v1::Workload&, const std::vector<int>&) { return
 void QuietPools() {}
 std::string DefaultName(const v1::Workload&) { return "baseline-absent"; }
 
-absl::StatusOr<std::unique_ptr<OnednnMatmul>> OnednnMatmul::Create(int, int, int, bool) {
+absl::StatusOr<std::unique_ptr<OnednnMatmul>> OnednnMatmul::Create(int, int, int, bool, bool) {
   return absl::UnavailableError("oneDNN is not linked into this executable");
 }
 

@@ -96,10 +96,11 @@ using Dt = memory::data_type;
 
 class OnednnMatmulImpl final : public OnednnMatmul {
  public:
-  OnednnMatmulImpl(int M, int N, int K, bool bf16)
+  OnednnMatmulImpl(int M, int N, int K, bool bf16, bool plain_weights)
       : M_(M), K_(K), bf16_(bf16), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     const Dt wt = bf16 ? Dt::bf16 : Dt::f32;
-    memory::desc src({M, K}, wt, Tag::ab), any({K, N}, wt, Tag::any), dst({M, N}, Dt::f32, Tag::ab);
+    memory::desc src({M, K}, wt, Tag::ab), any({K, N}, wt, plain_weights ? Tag::ab : Tag::any),
+        dst({M, N}, Dt::f32, Tag::ab);
     pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, any, dst), engine_);
     prim_ = dnnl::matmul(pd_);
     user_w_ = memory(memory::desc({K, N}, wt, Tag::ab), engine_, DNNL_MEMORY_NONE);
@@ -178,9 +179,10 @@ absl::StatusOr<std::unique_ptr<OnednnSoftmax>> OnednnSoftmax::Create(int rows, i
   }
 }
 
-absl::StatusOr<std::unique_ptr<OnednnMatmul>> OnednnMatmul::Create(int M, int N, int K, bool bf16) {
+absl::StatusOr<std::unique_ptr<OnednnMatmul>> OnednnMatmul::Create(int M, int N, int K, bool bf16,
+                                                                   bool plain_weights) {
   try {
-    return std::unique_ptr<OnednnMatmul>(new OnednnMatmulImpl(M, N, K, bf16));
+    return std::unique_ptr<OnednnMatmul>(new OnednnMatmulImpl(M, N, K, bf16, plain_weights));
   } catch (const dnnl::error& e) {
     return absl::UnavailableError(absl::StrCat("oneDNN matmul ", bf16 ? "bf16" : "f32", " ", M, "x",
                                                N, "x", K, ": ", e.what()));

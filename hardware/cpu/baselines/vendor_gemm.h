@@ -27,10 +27,12 @@ absl::StatusOr<GemmFn> BlisSgemm(int threads);
 
 // A oneDNN matmul for one shape and thread count, its weights in the layout oneDNN prefers.
 // `bf16`: bf16 weights (packed from bf16 [K,N]) and the fp32 activations converted to bf16 in
-// each call (part of the timed work), fp32 output.
+// each call (part of the timed work), fp32 output. `plain_weights`: the weights as given, [K,N]
+// row-major (Pack copies them), for weights a caller indexes into (one expert's of many).
 class OnednnMatmul {
  public:
-  static absl::StatusOr<std::unique_ptr<OnednnMatmul>> Create(int M, int N, int K, bool bf16);
+  static absl::StatusOr<std::unique_ptr<OnednnMatmul>> Create(int M, int N, int K, bool bf16,
+                                                              bool plain_weights = false);
   virtual ~OnednnMatmul() = default;
   virtual long PackedBytes() const = 0;
   virtual void Pack(const void* weights_kn, void* packed) = 0;
