@@ -152,14 +152,15 @@ absl::Status ValidateWorkload(const v1::Workload& w, absl::string_view field) {
   std::set<std::string> needed(need.begin(), need.end());
   for (const auto& [name, value] : w.dims())
     if (!needed.count(name))
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", OpName(w.op()),
-                                                     " has no dimension ", name, " (it takes ",
-                                                     absl::StrJoin(need, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", OpName(w.op()), " has no dimension ", name, " (it takes ",
+                       absl::StrJoin(need, ", "), ": ", op->meaning, ")"));
   for (const auto& name : need) {
     auto it = w.dims().find(name);
     if (it == w.dims().end())
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", OpName(w.op()), " needs dimension ", name));
+          absl::StrCat(field, ": ", OpName(w.op()), " needs dimension ", name, " (it takes ",
+                       absl::StrJoin(need, ", "), ": ", op->meaning, ")"));
     if (it->second < 1 || it->second > kMaxDim)
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, "=", it->second,
                                                      " is out of range; ", name, " must be in 1..",
