@@ -66,7 +66,8 @@ codegen::ChipTraits KnobsChip(const std::string& chip, std::string* assumed) {
   t.cores = std::max(1u, std::thread::hardware_concurrency());
   if (long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE); l1 > 0) t.l1d_bytes = l1;
   if (long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0) t.l2_bytes = l2;
-  if (long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE); l3 > 0) t.l3_bytes = l3;
+  if (long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE); l3 > 0)
+    t.l3_bytes = codegen::SaneL3Bytes(l3, t.cores);
   *assumed =
       absl::StrCat(named ? "a " : "this machine: ", LanesName(t.vector_floats), " (",
                    t.vector_floats, " fp32 lanes, ", t.vector_registers, " vector registers), ",

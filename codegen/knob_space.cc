@@ -136,4 +136,9 @@ Config SafeDefaultConfig(const KnobSpace& space) {
   return valid.empty() ? Config{} : valid.front();
 }
 
+int64_t SaneL3Bytes(int64_t reported, int cores) {
+  const int64_t cap = std::max<int64_t>(32LL << 20, (16LL << 20) * std::max(1, cores));
+  return std::min(reported, cap);
+}
+
 }  // namespace kiln::codegen

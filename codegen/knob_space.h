@@ -85,6 +85,10 @@ struct ChipTraits {
 };
 ChipTraits TraitsFromFingerprint(const v1::ChipFingerprint& chip);
 
+// Some VMs report the whole host's L3 (glibc's sysconf says 320-512 MiB on a 2-vCPU guest). Caps
+// it at max(32 MiB, 16 MiB per core), more than any real part has per core.
+int64_t SaneL3Bytes(int64_t reported, int cores);
+
 // The configuration a task tries first on any backend: the first knob values made valid. Every
 // template lists each knob's safe value first (one that compiles and verifies on every chip of
 // its kind), so this is the configuration the templates guarantee. Empty when none is valid.

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "codegen/knob_space.h"
 #include "common/subprocess.h"
 #include "hardware/cpu/peak_probe_source.h"  // generated: kKilnCpuPeakProbeSource
 
@@ -107,11 +108,6 @@ std::string CpuChipType(const std::string& machine, const std::vector<std::strin
   return "cpu-" + (machine.empty() ? std::string("unknown") : machine);
 }
 
-int64_t SaneL3Bytes(int64_t reported, int cores) {
-  const int64_t cap = std::max<int64_t>(32LL << 20, (16LL << 20) * std::max(1, cores));
-  return std::min(reported, cap);
-}
-
 v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain) {
   v1::ChipFingerprint fp;
   CpuInfo info = ReadCpuInfo();
@@ -123,7 +119,7 @@ v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain) {
   fp.set_cores(std::max(1u, std::thread::hardware_concurrency()));
   fp.set_l1d_bytes(Sysconf(_SC_LEVEL1_DCACHE_SIZE));
   fp.set_l2_bytes(Sysconf(_SC_LEVEL2_CACHE_SIZE));
-  fp.set_l3_bytes(SaneL3Bytes(Sysconf(_SC_LEVEL3_CACHE_SIZE), fp.cores()));
+  fp.set_l3_bytes(codegen::SaneL3Bytes(Sysconf(_SC_LEVEL3_CACHE_SIZE), fp.cores()));
   fp.set_memory_bytes(Sysconf(_SC_PHYS_PAGES) * Sysconf(_SC_PAGESIZE));
   utsname u{};
   uname(&u);

@@ -22,8 +22,4 @@ std::vector<std::string> RelevantIsaFeatures(const std::string& flags_line);
 // "cpu-x86_64-avx512", "cpu-x86_64-avx2", otherwise "cpu-<machine>" (uname -m).
 std::string CpuChipType(const std::string& machine, const std::vector<std::string>& features);
 
-// Some VMs report the whole host's L3 (512 MiB on a 2-vCPU guest). Caps it at
-// max(32 MiB, 16 MiB per core), more than any real part has per core.
-int64_t SaneL3Bytes(int64_t reported, int cores);
-
 }  // namespace kiln::hardware

@@ -1,6 +1,7 @@
 // Parsing and labelling parts of the CPU fingerprint.
 #include "hardware/cpu/fingerprint.h"
 
+#include "codegen/knob_space.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -24,10 +25,11 @@ TEST(FingerprintTest, ChipTypeLabels) {
 }
 
 TEST(FingerprintTest, CapsAbsurdL3) {
-  EXPECT_EQ(SaneL3Bytes(512LL << 20, 2), 32LL << 20);  // a 2-vCPU VM reporting the host's L3
-  EXPECT_EQ(SaneL3Bytes(32LL << 20, 2), 32LL << 20);
-  EXPECT_EQ(SaneL3Bytes(512LL << 20, 128), 512LL << 20);  // a real 128-core part
-  EXPECT_EQ(SaneL3Bytes(0, 4), 0);
+  EXPECT_EQ(codegen::SaneL3Bytes(512LL << 20, 2),
+            32LL << 20);  // a 2-vCPU VM reporting the host's L3
+  EXPECT_EQ(codegen::SaneL3Bytes(32LL << 20, 2), 32LL << 20);
+  EXPECT_EQ(codegen::SaneL3Bytes(512LL << 20, 128), 512LL << 20);  // a real 128-core part
+  EXPECT_EQ(codegen::SaneL3Bytes(0, 4), 0);
 }
 
 }  // namespace
