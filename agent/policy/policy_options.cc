@@ -47,6 +47,7 @@ const OptionSpec kOptionSpecs[] = {
     {"neighbours_of", &PolicyOptions::neighbours_of, 0, kMany},
     {"explore", &PolicyOptions::explore, 0, 1},
     {"local", &PolicyOptions::local, 0, 1},
+    {"local_adapt", &PolicyOptions::local_adapt, 0, kMany},
     {"kappa", &PolicyOptions::kappa, 0, 100},
     {"crowd", &PolicyOptions::crowd, 0, 100},
     {"crowd_after", &PolicyOptions::crowd_after, 0, kMany},

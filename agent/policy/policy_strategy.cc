@@ -24,6 +24,10 @@ constexpr float kFailureReward = -2.0f;
 // after the walk is stuck, cooled per result of its own.
 constexpr double kWalkHot = 0.5, kWalkCold = 0.01, kWalkCooling = 0.985;
 constexpr int kWalkTries = 200;  // moves tried before the walk counts as stuck
+// The walk's adaptive share (PolicyOptions::local_adapt): an arm's result is a hit when it
+// enters the fastest kTop so far; statistics decay by kArmDecay per credited result.
+constexpr size_t kTop = 8;
+constexpr double kArmDecay = 0.98, kShareMin = 0.1, kShareMax = 0.7;
 
 class PolicyStrategy final : public Strategy {
  public:
@@ -123,9 +127,17 @@ class PolicyStrategy final : public Strategy {
           if (index_->sizes()[k] <= o_.flip_max && !ledger_.Seen(n)) flips_.push_back(n);
         }
       }
-      if (has_walk_ && walked_.count(code)) {
-        WalkStep(res);
-        walk_temp_ = std::max(kWalkCold, walk_temp_ * kWalkCooling);
+      auto arm = arm_.find(code);
+      if (arm != arm_.end()) {
+        Credit(arm->second, res);
+        if (arm->second && has_walk_) {
+          WalkStep(res);
+          walk_temp_ = std::max(kWalkCold, walk_temp_ * kWalkCooling);
+        }
+      }
+      if (res.ok) {
+        top_.insert(std::upper_bound(top_.begin(), top_.end(), res.log_us), res.log_us);
+        if (top_.size() > kTop) top_.pop_back();
       }
       ++since_;
       ok_results_ += res.ok;
@@ -161,14 +173,15 @@ class PolicyStrategy final : public Strategy {
       flips_.pop_front();
       if (!ledger_.Seen(*r)) return true;
     }
-    if (o_.local > 0 && std::uniform_real_distribution<>(0, 1)(rng_) < o_.local && Walk(r)) {
-      walked_.insert(index_->Code(*r));
+    if (o_.local > 0 && std::uniform_real_distribution<>(0, 1)(rng_) < WalkShare() && Walk(r)) {
+      arm_[index_->Code(*r)] = 1;
       return true;
     }
     if (std::uniform_real_distribution<>(0, 1)(rng_) < o_.explore) {
       std::vector<Row> d = sampler_.Draw(1, ledger_, rng_);
       if (!d.empty()) {
         *r = d[0];
+        arm_[index_->Code(*r)] = 0;
         return true;
       }
     }
@@ -176,7 +189,7 @@ class PolicyStrategy final : public Strategy {
       while (!queue_.empty()) {
         *r = std::move(queue_.front());
         queue_.pop_front();
-        if (!ledger_.Seen(*r)) return true;
+        if (!ledger_.Seen(*r)) return (arm_[index_->Code(*r)] = 0, true);
       }
       Refresh();
     }
@@ -205,6 +218,23 @@ class PolicyStrategy final : public Strategy {
     has_walk_ = false;
     walk_temp_ = kWalkHot;
     return false;
+  }
+  // The walk's share of proposals: PolicyOptions::local, tilted by how often each arm's results
+  // enter the fastest kTop so far (discounted, shrunk toward the pooled rate by local_adapt
+  // pseudo-results per arm).
+  double WalkShare() const {
+    if (o_.local_adapt <= 0) return o_.local;
+    const double pooled = (hits_[0] + hits_[1] + 1e-9) / (tries_[0] + tries_[1] + 1e-9);
+    double rate[2];
+    for (int a = 0; a < 2; ++a)
+      rate[a] = (hits_[a] + o_.local_adapt * pooled) / (tries_[a] + o_.local_adapt);
+    const double w = o_.local * rate[1], s = (1 - o_.local) * rate[0];
+    return std::clamp(w / (w + s), kShareMin, kShareMax);
+  }
+  void Credit(int arm, const Ledger::Result& res) {
+    const bool hit = res.ok && (top_.size() < kTop || res.log_us < top_.back());
+    for (int a = 0; a < 2; ++a) hits_[a] *= kArmDecay, tries_[a] *= kArmDecay;
+    hits_[arm] += hit, tries_[arm] += 1;
   }
   // Metropolis acceptance of a measured row as the walk's position.
   void WalkStep(const Ledger::Result& res) {
@@ -296,8 +326,10 @@ class PolicyStrategy final : public Strategy {
   bool has_walk_ = false;  // the local walk: its position, that row's log latency, temperature
   Row walk_;
   double walk_log_ = 0, walk_temp_ = kWalkHot;
-  std::unordered_set<uint64_t> walked_;      // codes of the rows the walk proposed
-  std::unordered_map<uint64_t, int> crowd_;  // CrowdKey -> measured rows on that line
+  std::unordered_map<uint64_t, int> arm_;  // codes of the screen's (0) and the walk's (1) rows
+  std::vector<double> top_;                // the fastest kTop log latencies so far, ascending
+  double hits_[2] = {0, 0}, tries_[2] = {0, 0};  // per arm, discounted
+  std::unordered_map<uint64_t, int> crowd_;      // CrowdKey -> measured rows on that line
 };
 
 void PolicyStrategy::Learn() {

@@ -48,6 +48,11 @@ struct PolicyOptions {
   // moved to the best result whenever that is 1% better than where the walk stands, and stepping
   // for free through rows any part of the search measured. 0: off.
   double local = 0.35;
+  // ... tilted toward the arm (walk or screen) whose results more often enter the fastest 8 so
+  // far: the share is local * w / (local * w + (1 - local) * s), w and s the arms' hit rates
+  // (decaying by 2% per result, each shrunk toward the pooled rate by this many pseudo-results),
+  // kept in [0.1, 0.7]. 0: the share stays `local`.
+  double local_adapt = 10;
   // When a result improves the best by 1%, its unmeasured one-knob neighbours along knobs with
   // at most this many values are measured next (a categorical flip of the new best). 0: off.
   int flip_max = 4;

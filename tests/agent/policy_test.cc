@@ -222,6 +222,8 @@ TEST(PolicyOptions, ParsesOverridesByTable) {
   ASSERT_TRUE(ParsePolicyOptions("gp=blend,prior_mean=cost_model", &o).ok());
   EXPECT_EQ(o.surrogate, Surrogate::kBlend);
   EXPECT_EQ(o.prior_mean, PriorMean::kCostModel);
+  ASSERT_TRUE(ParsePolicyOptions("local_adapt=0", &o).ok());  // a fixed walk share
+  EXPECT_EQ(o.local_adapt, 0);
   EXPECT_TRUE(ParsePolicyOptions("", &o).ok());
 
   for (const char* bad : {"thompson=1", "pool_all=100", "explore=1.5", "initial=2.5", "initial=-1",
