@@ -1,6 +1,8 @@
 // Valid configurations of a knob space as rows of value indices: lookup, neighbours, sampling.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -91,6 +93,51 @@ class Ledger {
   std::vector<Result> results_;
   double best_ = 1e300;
   int best_at_ = -1;
+};
+
+// A Metropolis walk over one-knob moves: annealing's whole search, and the policy's local walk.
+// Its position is a measured row; a measured neighbour replaces it when faster, or when slower
+// with probability exp(-delta / temperature) on log time; it cools by kCooling a step.
+class MetropolisWalk {
+ public:
+  static constexpr double kHot = 0.5, kCold = 0.01, kCooling = 0.985;
+  static constexpr int kMoveTries = 200;  // moves tried before the walk counts as stuck
+
+  bool placed() const { return placed_; }
+  double energy() const { return energy_; }
+  void MoveTo(const Ledger::Result& res) { at_ = res.row, energy_ = res.log_us, placed_ = true; }
+  // Metropolis acceptance of a measured row (failures are never accepted).
+  void Step(const Ledger::Result& res, std::mt19937_64& rng) {
+    if (!res.ok) return;
+    const double delta = res.log_us - energy_;
+    if (delta <= 0 || std::uniform_real_distribution<>(0, 1)(rng) < std::exp(-delta / temperature_))
+      MoveTo(res);
+  }
+  void Cool() { temperature_ = std::max(kCold, temperature_ * kCooling); }
+  // An unseen one-knob move from the position (measured neighbours are stepped through for
+  // free); false when stuck, and the walk is then unplaced and hot again.
+  bool NextMove(const Ledger& ledger, std::mt19937_64& rng, Row* out) {
+    for (int t = 0; t < kMoveTries; ++t) {
+      Row r;
+      if (!ledger.index().RandomMove(at_, rng, &r)) continue;
+      if (const Ledger::Result* known = ledger.Lookup(r)) {
+        Step(*known, rng);
+        continue;
+      }
+      if (ledger.Seen(r)) continue;  // proposed, result pending
+      *out = std::move(r);
+      return true;
+    }
+    placed_ = false;
+    temperature_ = kHot;
+    return false;
+  }
+
+ private:
+  bool placed_ = false;
+  Row at_;
+  double energy_ = 0;
+  double temperature_ = kHot;
 };
 
 }  // namespace kiln::agent

@@ -10,13 +10,9 @@ namespace kiln::agent {
 namespace {
 
 // Energies are log latencies, so the temperature reads as "accept a move this many e-folds
-// slower with probability 1/e". It cools geometrically per observation and is reheated on a
-// restart; a move to a configuration measured before costs no trial.
-constexpr double kStartTemperature = 0.5;
-constexpr double kFinalTemperature = 0.01;
-constexpr double kCooling = 0.985;
-constexpr int kMoveTries = 200;
-
+// slower with probability 1/e" (MetropolisWalk, agent/space_index.h). It cools geometrically per
+// observation and is reheated on a restart; a move to a configuration measured before costs no
+// trial.
 class AnnealingStrategy final : public IndexedStrategy {
  public:
   explicit AnnealingStrategy(StrategyContext c) : IndexedStrategy(c) {}
@@ -27,56 +23,24 @@ class AnnealingStrategy final : public IndexedStrategy {
     for (const auto& o : results) {
       Ledger::Result res;
       if (!ledger_.Record(o.config, o.status == v1::OK, o.median_us, &res)) continue;
-      if (!has_current_) {
-        if (res.ok) SetCurrent(res);
+      if (!walk_.placed()) {
+        if (res.ok) walk_.MoveTo(res);
         continue;
       }
-      Step(res);
-      temperature_ = std::max(kFinalTemperature, temperature_ * kCooling);
+      walk_.Step(res, rng_);
+      walk_.Cool();
     }
   }
 
  private:
-  void SetCurrent(const Ledger::Result& res) {
-    current_ = res.row;
-    energy_ = res.log_us;
-    has_current_ = true;
-  }
-
-  // Metropolis acceptance of a measured neighbour.
-  void Step(const Ledger::Result& res) {
-    if (!res.ok) return;
-    double delta = res.log_us - energy_;
-    if (delta <= 0 ||
-        std::uniform_real_distribution<>(0, 1)(rng_) < std::exp(-delta / temperature_))
-      SetCurrent(res);
-  }
-
-  // An unseen single-knob move from the current state (known neighbours are stepped through
-  // for free), else a random unseen configuration as a restart.
+  // An unseen single-knob move from the current state, else a random unseen configuration as a
+  // restart (the walk, stuck, is then unplaced and hot again).
   bool NextRow(Row* out) override {
-    if (has_current_) {
-      for (int t = 0; t < kMoveTries; ++t) {
-        Row r;
-        if (!index_->RandomMove(current_, rng_, &r)) continue;
-        if (const Ledger::Result* known = ledger_.Lookup(r)) {
-          Step(*known);
-          continue;
-        }
-        if (ledger_.Seen(r)) continue;  // proposed, result pending
-        *out = std::move(r);
-        return true;
-      }
-      temperature_ = kStartTemperature;  // stuck: restart hot from a random point
-      has_current_ = false;
-    }
+    if (walk_.placed() && walk_.NextMove(ledger_, rng_, out)) return true;
     return ledger_.RandomUnseen(rng_, out);
   }
 
-  bool has_current_ = false;
-  Row current_;
-  double energy_ = 0;
-  double temperature_ = kStartTemperature;
+  MetropolisWalk walk_;
 };
 
 }  // namespace

@@ -22,8 +22,6 @@ namespace {
 constexpr float kFailureReward = -2.0f;
 // The local walk's temperature in log latency, as the annealing strategy's: hot at the start and
 // after the walk is stuck, cooled per result of its own.
-constexpr double kWalkHot = 0.5, kWalkCold = 0.01, kWalkCooling = 0.985;
-constexpr int kWalkTries = 200;  // moves tried before the walk counts as stuck
 // The walk's adaptive share (PolicyOptions::local_adapt): an arm's result is a hit when it
 // enters the fastest kTop so far; statistics decay by kArmDecay per credited result.
 constexpr size_t kTop = 8;
@@ -130,9 +128,9 @@ class PolicyStrategy final : public Strategy {
       auto arm = arm_.find(code);
       if (arm != arm_.end()) {
         Credit(arm->second, res);
-        if (arm->second && has_walk_) {
-          WalkStep(res);
-          walk_temp_ = std::max(kWalkCold, walk_temp_ * kWalkCooling);
+        if (arm->second && walk_.placed()) {
+          walk_.Step(res, rng_);
+          walk_.Cool();
         }
       }
       if (res.ok) {
@@ -199,25 +197,11 @@ class PolicyStrategy final : public Strategy {
   // The local walk's next row (PolicyOptions::local); false when it is stuck (it then starts
   // again, hot, from the best).
   bool Walk(Row* out) {
-    if (!has_walk_ || ledger_.best_log_us() < walk_log_ - 0.01) {
+    if (!walk_.placed() || ledger_.best_log_us() < walk_.energy() - 0.01) {
       if (ledger_.best_result() < 0) return false;
-      const auto& best = ledger_.results()[ledger_.best_result()];
-      walk_ = best.row, walk_log_ = best.log_us, has_walk_ = true;
+      walk_.MoveTo(ledger_.results()[ledger_.best_result()]);
     }
-    for (int t = 0; t < kWalkTries; ++t) {
-      Row r;
-      if (!index_->RandomMove(walk_, rng_, &r)) continue;
-      if (const Ledger::Result* known = ledger_.Lookup(r)) {
-        WalkStep(*known);
-        continue;
-      }
-      if (ledger_.Seen(r)) continue;  // proposed, result pending
-      *out = std::move(r);
-      return true;
-    }
-    has_walk_ = false;
-    walk_temp_ = kWalkHot;
-    return false;
+    return walk_.NextMove(ledger_, rng_, out);
   }
   // The walk's share of proposals: PolicyOptions::local, tilted by how often each arm's results
   // enter the fastest kTop so far (discounted, shrunk toward the pooled rate by local_adapt
@@ -236,14 +220,6 @@ class PolicyStrategy final : public Strategy {
     for (int a = 0; a < 2; ++a) hits_[a] *= kArmDecay, tries_[a] *= kArmDecay;
     hits_[arm] += hit, tries_[arm] += 1;
   }
-  // Metropolis acceptance of a measured row as the walk's position.
-  void WalkStep(const Ledger::Result& res) {
-    if (!res.ok) return;
-    const double delta = res.log_us - walk_log_;
-    if (delta <= 0 || std::uniform_real_distribution<>(0, 1)(rng_) < std::exp(-delta / walk_temp_))
-      walk_ = res.row, walk_log_ = res.log_us;
-  }
-
   // Notes a row picked without the models (space filling or uniform): such rows decide whether
   // the prior's weight is trusted (PolicyOptions::prior_fit), free of the screen's selection.
   bool Unbiased(bool picked, const Row& r) {
@@ -323,9 +299,7 @@ class PolicyStrategy final : public Strategy {
   std::deque<Row> queue_;                       // screened candidates, most promising first
   std::deque<Row> flips_;                       // the new best's categorical neighbours
   bool flips_ranked_ = true;
-  bool has_walk_ = false;  // the local walk: its position, that row's log latency, temperature
-  Row walk_;
-  double walk_log_ = 0, walk_temp_ = kWalkHot;
+  MetropolisWalk walk_;                    // the local walk
   std::unordered_map<uint64_t, int> arm_;  // codes of the screen's (0) and the walk's (1) rows
   std::vector<double> top_;                // the fastest kTop log latencies so far, ascending
   double hits_[2] = {0, 0}, tries_[2] = {0, 0};  // per arm, discounted
