@@ -200,13 +200,14 @@ void Coordinator::EvictFinishedJobsLocked() {
   for (const auto& [id, job] : jobs_)
     if (job->terminal()) finished.push_back({job->job.finished_unix_ms(), id});
   std::sort(finished.begin(), finished.end(), std::greater<>());  // most recent first
+  bool waited = false;
   for (size_t i = 0; i < finished.size(); ++i) {
     const std::string& id = finished[i].second;
     if (static_cast<int>(i) < options_.finished_jobs_in_memory &&
         !ArchivedLocked(jobs_.at(id)->job, now))
       continue;
     // Every write queued for it has landed before it leaves: readers fall back to the store.
-    commits_.WaitForAll();
+    if (!waited) commits_.WaitForAll(), waited = true;
     if (metrics_) metrics_->DropJob(id);
     DropJobLocked(id);
     jobs_outside_memory_ = true;
