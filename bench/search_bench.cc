@@ -24,7 +24,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln-bench-search --space FILE... --strategy NAME... [--seeds N] [--budget B]\n"
-    "                         [--holdout] [--json] [--jobs N] [--verbose]\n"
+    "                         [--holdout] [--transfer] [--json] [--jobs N] [--verbose]\n"
     "  Runs every strategy N times (seeds 1..N) on every replay set and prints, per space and\n"
     "  strategy, trials to reach 95% of the best configuration's performance against random\n"
     "  search without replacement, computed exactly from the space, median against median and\n"
@@ -51,12 +51,20 @@ constexpr char kUsage[] =
     "  [loo] (\"holdout\": \"loo-checkpoint\"; the as-given row is \"given-checkpoint\", before "
     "it).\n"
     "  Strategies with no learned state run once (\"holdout\": \"no learned state\").\n"
+    "  --transfer: whether a checkpoint's prior helps, per space. Each strategy that can start\n"
+    "  from a checkpoint (policy, and so the default) runs the same seeds with no prior (the\n"
+    "  strategy as given, or a row [no prior] when it names a checkpoint) and from the\n"
+    "  leave-one-out checkpoint of --holdout ([loo]); a checkpoint given is run too, marked as\n"
+    "  possibly trained on the space. A table per strategy then gives both medians, their ratio\n"
+    "  no-prior / loo with a 95% bootstrap interval over seeds (resampled in pairs: runs of one\n"
+    "  seed are drawn together) and a verdict: helped (interval above 1), hurt (below 1), or no\n"
+    "  difference within noise; --json adds a \"transfer\" array. Needs two spaces or more.\n"
     "  Defaults: --seeds 20 --budget 1000 --jobs <cores>.\n";
 
 struct Options {
   std::vector<std::string> spaces, strategies;
   int seeds = 20, budget = 1000, jobs = 0;
-  bool json = false, verbose = false, holdout = false;
+  bool json = false, verbose = false, holdout = false, transfer = false;
 };
 
 constexpr int kResamples = 1000;  // bootstrap resamples of the seeds
@@ -104,6 +112,7 @@ int main(int argc, char** argv) {
       {"--json", Flag::kSwitch, on(&o.json)},
       {"--verbose", Flag::kSwitch, on(&o.verbose)},
       {"--holdout", Flag::kSwitch, on(&o.holdout)},
+      {"--transfer", Flag::kSwitch, on(&o.transfer)},
       {"--space", Flag::kList, add_to(&o.spaces)},
       {"--strategy", Flag::kList, add_to(&o.strategies)},
       {"--seeds", Flag::kValue, positive("--seeds", &o.seeds)},
@@ -135,12 +144,18 @@ int main(int argc, char** argv) {
     }
     spaces.push_back(std::move(*s));
   }
-  const std::vector<kiln::bench::Row> rows = kiln::bench::PlanRows(o.strategies, o.holdout);
+  const std::vector<kiln::bench::Row> rows =
+      kiln::bench::PlanRows(o.strategies, o.holdout, o.transfer);
+  const std::vector<kiln::bench::TransferRows> transfers = kiln::bench::PlanTransfers(rows);
+  if (o.transfer && transfers.empty())
+    return Fail("--transfer needs a strategy that can start from a checkpoint (policy, default)");
   const bool any_loo = std::any_of(rows.begin(), rows.end(), [](const kiln::bench::Row& r) {
     return r.holdout == kiln::bench::Holdout::kLeaveOneOut;
   });
   if (any_loo && spaces.size() < 2)
-    return Fail("--holdout with a strategy that starts from a checkpoint needs two spaces or more");
+    return Fail(o.transfer ? "--transfer needs two spaces or more"
+                           : "--holdout with a strategy that starts from a checkpoint needs two "
+                             "spaces or more");
 
   // Leave-one-out checkpoints, one per space, each pretrained on the other spaces only; what each
   // knows of its held-out space goes to stderr (the "held out" line of `kiln agent pretrain`).
@@ -210,10 +225,17 @@ int main(int argc, char** argv) {
       return 1;
     }
 
-  // A row's name in the table: the strategy as given, [loo] on a leave-one-out rerun.
+  // A row's name in the table: the strategy as given, [loo] on a leave-one-out rerun, [no prior]
+  // on a rerun without the checkpoint given.
   auto label = [&](const kiln::bench::Row& row) {
-    return row.holdout == kiln::bench::Holdout::kLeaveOneOut ? row.strategy + " [loo]"
-                                                             : row.strategy;
+    switch (row.holdout) {
+      case kiln::bench::Holdout::kLeaveOneOut:
+        return row.strategy + " [loo]";
+      case kiln::bench::Holdout::kNoPrior:
+        return row.strategy + " [no prior]";
+      default:
+        return row.strategy;
+    }
   };
   if (o.verbose)
     for (size_t i = 0; i < traces.size(); ++i)
@@ -223,10 +245,12 @@ int main(int argc, char** argv) {
                    traces[i].trials_to_target);
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   if (!o.json) {
-    if (o.holdout)
+    if (o.holdout || o.transfer)
       std::printf(
-          "--holdout: [loo] rows start on each space from a checkpoint pretrained on the other "
-          "spaces only; rows without it hold no learned state (or are the checkpoint as given)\n");
+          "%s: [loo] rows start on each space from a checkpoint pretrained on the other spaces "
+          "only; rows without it hold no learned state (or are the checkpoint as given)%s\n",
+          o.transfer ? "--transfer" : "--holdout",
+          o.transfer ? "; [no prior] rows are a strategy given a checkpoint, run without it" : "");
     std::printf("%-28s %-18s %8s %7s %9s %13s %8s %8s %10s %7s %7s %7s %8s\n", "space", "strategy",
                 "median95", "rnd-med", "ratio-med", "ratio-CI", "mean95", "rnd-mean", "ratio-mean",
                 "reached", "score10", "score25", "ms/trial");
@@ -238,6 +262,15 @@ int main(int argc, char** argv) {
   auto json_number = [](double v, int decimals) {
     return std::isfinite(v) ? nlohmann::ordered_json(kiln::RoundTo(v, decimals))
                             : nlohmann::ordered_json(nullptr);
+  };
+  // A median over seeds is a whole number of trials or halfway between two; null: unreached.
+  auto json_median = [](double m) {
+    if (!std::isfinite(m) || m <= 0) return nlohmann::ordered_json(nullptr);
+    return m == std::floor(m) ? nlohmann::ordered_json(static_cast<int64_t>(m))
+                              : nlohmann::ordered_json(m);
+  };
+  auto text_median = [](double m) {
+    return std::isfinite(m) && m > 0 ? absl::StrFormat("%g", m) : std::string(">budget");
   };
   for (size_t si = 0; si < spaces.size(); ++si) {
     const auto& space = spaces[si];
@@ -269,19 +302,13 @@ int main(int argc, char** argv) {
       const auto ratio_ci = kiln::bench::PercentileInterval(boot_ratio);
       if (o.json) {
         using kiln::RoundTo;
-        // A median over seeds is a whole number of trials or halfway between two; null: unreached.
-        nlohmann::ordered_json median = nullptr;
-        if (s.median_trials > 0)
-          median = s.median_trials == std::floor(s.median_trials)
-                       ? nlohmann::ordered_json(static_cast<int64_t>(s.median_trials))
-                       : nlohmann::ordered_json(s.median_trials);
         results.push_back(
             {{"space", space.path},
              {"strategy", name},
              {"resolved_strategy", name == "default" ? kiln::agent::kDefaultStrategy : name},
              {"is_default", is_default},
              {"holdout", kiln::bench::HoldoutLabel(row.holdout)},
-             {"median_trials_to_95", std::move(median)},
+             {"median_trials_to_95", json_median(s.median_trials)},
              {"median_ci", {json_number(median_ci.lo, 1), json_number(median_ci.hi, 1)}},
              {"mean_trials_to_95", RoundTo(s.mean_trials, 2)},
              {"reached_share", RoundTo(s.reached_share, 4)},
@@ -299,14 +326,12 @@ int main(int argc, char** argv) {
              {"good", space.good}});
       } else {
         std::string stem = space.set->name;
-        std::printf(
-            "%-28s %-18s %8s %7d %9.1f %13s %8.1f %8.1f %10.1f %6.0f%% %7.3f %7.3f %8.3f\n",
-            stem.c_str(), label(row).c_str(),
-            s.median_trials > 0 ? absl::StrFormat("%g", s.median_trials).c_str() : ">budget",
-            random_median, ratio_median,
-            absl::StrFormat("[%.1f, %.1f]", ratio_ci.lo, ratio_ci.hi).c_str(), s.mean_trials,
-            random_mean, ratio_mean, 100 * s.reached_share, s.score_10, s.score_25,
-            s.agent_ms_per_trial);
+        std::printf("%-28s %-18s %8s %7d %9.1f %13s %8.1f %8.1f %10.1f %6.0f%% %7.3f %7.3f %8.3f\n",
+                    stem.c_str(), label(row).c_str(), text_median(s.median_trials).c_str(),
+                    random_median, ratio_median,
+                    absl::StrFormat("[%.1f, %.1f]", ratio_ci.lo, ratio_ci.hi).c_str(),
+                    s.mean_trials, random_mean, ratio_mean, 100 * s.reached_share, s.score_10,
+                    s.score_25, s.agent_ms_per_trial);
       }
     }
   }
@@ -329,9 +354,99 @@ int main(int argc, char** argv) {
         std::printf("geomean over %zu spaces, %s: ratio-med %.1f [%.1f, %.1f], ratio-mean %.1f\n",
                     spaces.size(), label(rows[k]).c_str(), median_ratio, ci.lo, ci.hi, mean_ratio);
     }
-  if (o.json)
-    std::printf("%s\n",
-                kiln::JsonText({{"results", std::move(results)}, {"geomeans", std::move(geomeans)}})
-                    .c_str());
+
+  // --transfer: per strategy and space, no prior against the leave-one-out checkpoint (and the
+  // checkpoint given), on the same seeds.
+  nlohmann::ordered_json transfer = nlohmann::ordered_json::array();
+  for (const auto& t : transfers) {
+    const bool given = t.given >= 0;
+    if (!o.json) {
+      std::printf(
+          "\ntransfer, %s: trials to 95%% (median over seeds) with no prior and from a checkpoint "
+          "pretrained on the other spaces only (loo); ratio = no-prior / loo, 95%% bootstrap "
+          "interval over seeds resampled in pairs; helped: interval above 1, hurt: below 1\n",
+          t.strategy.c_str());
+      std::printf("%-28s %9s %9s %7s %15s %8s", "space", "no-prior", "loo", "ratio", "ratio-CI",
+                  "prior-on");
+      if (given) std::printf(" %9s %7s %15s %8s", "given*", "ratio*", "ratio*-CI", "prior-on");
+      std::printf("  verdict\n");
+    }
+    int helped = 0, hurt = 0;
+    for (size_t si = 0; si < spaces.size(); ++si) {
+      auto runs_of = [&](size_t row) {
+        auto first = traces.begin() + si * per_space + row * o.seeds;
+        return std::vector<kiln::bench::Trace>(first, first + o.seeds);
+      };
+      // The share of runs whose prior got weight at some learning update: where it is 0, the
+      // prior never ranked the first results well enough and the runs are the no-prior ones.
+      auto prior_on = [](const std::vector<kiln::bench::Trace>& runs) {
+        return std::count_if(runs.begin(), runs.end(),
+                             [](const kiln::bench::Trace& r) { return r.prior_weighted > 0; }) /
+               static_cast<double>(runs.size());
+      };
+      // Seeded by the no-prior row's place, as that row's own interval in the table above.
+      const uint64_t boot_seed = 1 + si * rows.size() + t.no_prior;
+      const auto no_prior = runs_of(t.no_prior), loo_runs = runs_of(t.loo);
+      const auto loo =
+          kiln::bench::CompareTransfer(no_prior, loo_runs, o.budget, kResamples, boot_seed);
+      kiln::bench::TransferComparison seen;
+      std::vector<kiln::bench::Trace> given_runs;
+      if (given) {
+        given_runs = runs_of(t.given);
+        seen = kiln::bench::CompareTransfer(no_prior, given_runs, o.budget, kResamples, boot_seed);
+      }
+      helped += std::string(loo.verdict) == "helped";
+      hurt += std::string(loo.verdict) == "hurt";
+      if (o.json) {
+        using kiln::RoundTo;
+        nlohmann::ordered_json j = {{"space", spaces[si].path},
+                                    {"strategy", t.strategy},
+                                    {"no_prior_median", json_median(loo.no_prior_median)},
+                                    {"loo_median", json_median(loo.prior_median)},
+                                    {"ratio", RoundTo(loo.ratio, 3)},
+                                    {"ci_low", RoundTo(loo.ci.lo, 3)},
+                                    {"ci_high", RoundTo(loo.ci.hi, 3)},
+                                    {"verdict", loo.verdict},
+                                    {"loo_prior_on_share", RoundTo(prior_on(loo_runs), 4)}};
+        if (given) {
+          // The checkpoint given may have been trained on this very space: no test of transfer.
+          j["given_median"] = json_median(seen.prior_median);
+          j["given_ratio"] = RoundTo(seen.ratio, 3);
+          j["given_ci_low"] = RoundTo(seen.ci.lo, 3);
+          j["given_ci_high"] = RoundTo(seen.ci.hi, 3);
+          j["given_prior_on_share"] = RoundTo(prior_on(given_runs), 4);
+          j["given_seen_space"] = true;
+        }
+        transfer.push_back(std::move(j));
+      } else {
+        std::printf("%-28s %9s %9s %7.2f %15s %7.0f%%", spaces[si].set->name.c_str(),
+                    text_median(loo.no_prior_median).c_str(), text_median(loo.prior_median).c_str(),
+                    loo.ratio, absl::StrFormat("[%.2f, %.2f]", loo.ci.lo, loo.ci.hi).c_str(),
+                    100 * prior_on(loo_runs));
+        if (given)
+          std::printf(" %9s %7.2f %15s %7.0f%%", text_median(seen.prior_median).c_str(), seen.ratio,
+                      absl::StrFormat("[%.2f, %.2f]", seen.ci.lo, seen.ci.hi).c_str(),
+                      100 * prior_on(given_runs));
+        std::printf("  %s\n", loo.verdict);
+      }
+    }
+    if (!o.json) {
+      std::printf("transfer, %s: helped on %d of %zu spaces, hurt on %d, no difference on %zu\n",
+                  t.strategy.c_str(), helped, spaces.size(), hurt, spaces.size() - helped - hurt);
+      std::printf(
+          "prior-on: the share of runs whose prior got weight at some learning update (it gets "
+          "none unless it ranks the first results picked without the models)\n");
+      if (given)
+        std::printf(
+            "* the checkpoint as given, which may have been trained on the space itself: not a "
+            "test of transfer\n");
+    }
+  }
+  if (o.json) {
+    nlohmann::ordered_json out = {{"results", std::move(results)},
+                                  {"geomeans", std::move(geomeans)}};
+    if (o.transfer) out["transfer"] = std::move(transfer);
+    std::printf("%s\n", kiln::JsonText(out).c_str());
+  }
   return 0;
 }

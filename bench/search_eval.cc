@@ -6,6 +6,7 @@
 #include <random>
 #include <tuple>
 
+#include "agent/agent_metrics.h"
 #include "agent/strategy.h"
 
 namespace kiln::bench {
@@ -40,6 +41,24 @@ absl::StatusOr<Space> PrepareSpace(const std::string& path) {
   return s;
 }
 
+namespace {
+
+// Counts a run's prior-weight fits (RunOnce runs on one thread: no locking).
+class PriorWeightCounter final : public agent::AgentMetrics {
+ public:
+  explicit PriorWeightCounter(Trace* trace) : trace_(trace) {}
+  void Report(const std::string& name, double value) override {
+    if (name != agent::kPriorWeight) return;
+    ++trace_->prior_fits;
+    trace_->prior_weighted += value > 0;
+  }
+
+ private:
+  Trace* trace_;
+};
+
+}  // namespace
+
 absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, uint64_t seed,
                               int budget, int keep_going, const std::string& checkpoint) {
   agent::StrategyContext ctx;
@@ -50,10 +69,11 @@ absl::StatusOr<Trace> RunOnce(const Space& space, const std::string& strategy, u
   ctx.index = space.index;
   ctx.init_checkpoint = checkpoint;
   ctx.persist = false;  // a benchmark run is no task to remember, whatever $KILN_MODEL_DIR says
+  Trace tr;
+  ctx.metrics = std::make_shared<PriorWeightCounter>(&tr);
   double t0 = CpuSeconds();
   auto s = agent::NewStrategy(strategy, std::move(ctx));
   if (!s.ok()) return s.status();
-  Trace tr;
   tr.agent_seconds = CpuSeconds() - t0;
   double best = space.worst_us;
   const double target = space.best_us / kTarget;
@@ -194,6 +214,8 @@ const char* HoldoutLabel(Holdout h) {
       return "given-checkpoint";
     case Holdout::kLeaveOneOut:
       return "loo-checkpoint";
+    case Holdout::kNoPrior:
+      return "no-prior";
   }
   return "";
 }
@@ -205,7 +227,7 @@ std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strat
   return {strategy.substr(0, colon), strategy.substr(colon + 1)};
 }
 
-std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout) {
+std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout, bool transfer) {
   std::vector<Row> rows;
   for (const auto& s : strategies) {
     Row row;
@@ -215,12 +237,19 @@ std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdo
     const std::string resolved =
         row.name.empty() || row.name == "default" ? agent::kDefaultStrategy : row.name;
     const size_t colon = resolved.find(':');
+    const std::string learner = resolved.substr(0, colon);
     const bool learned = !row.checkpoint.empty() || colon != std::string::npos;
     row.holdout = learned ? Holdout::kGivenCheckpoint : Holdout::kNoLearnedState;
     rows.push_back(row);
-    if (learned && holdout) {
-      row.name = resolved.substr(0, colon);  // the same learner, its checkpoint given per space
-      row.checkpoint.clear();
+    // Only the policy loads a checkpoint (agent::CheckStrategyName refuses one for the others).
+    const bool compare = transfer && learner == "policy";
+    row.name = learner;  // the same learner, with no checkpoint or one given per space
+    row.checkpoint.clear();
+    if (compare && learned) {
+      row.holdout = Holdout::kNoPrior;
+      rows.push_back(row);
+    }
+    if ((learned && holdout) || compare) {
       row.holdout = Holdout::kLeaveOneOut;
       rows.push_back(row);
     }
@@ -235,6 +264,65 @@ std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces
     if (s.path != out.path && s.set->name != out.set->name)
       sets.push_back(agent::TrainingSetOf(*s.set));
   return sets;
+}
+
+std::vector<TransferRows> PlanTransfers(const std::vector<Row>& rows) {
+  std::vector<TransferRows> out;
+  // PlanRows puts a strategy's rows together, the as-given one first.
+  for (size_t k = 0; k < rows.size();) {
+    size_t end = k + 1;
+    while (end < rows.size() && rows[end].holdout != Holdout::kNoLearnedState &&
+           rows[end].holdout != Holdout::kGivenCheckpoint)
+      ++end;
+    TransferRows t;
+    t.strategy = rows[k].strategy;
+    bool no_prior = false, loo = false;
+    for (size_t i = k; i < end; ++i) {
+      switch (rows[i].holdout) {
+        case Holdout::kNoLearnedState:
+        case Holdout::kNoPrior:
+          t.no_prior = i, no_prior = true;
+          break;
+        case Holdout::kGivenCheckpoint:
+          t.given = static_cast<int>(i);
+          break;
+        case Holdout::kLeaveOneOut:
+          t.loo = i, loo = true;
+          break;
+      }
+    }
+    if (no_prior && loo) out.push_back(t);
+    k = end;
+  }
+  return out;
+}
+
+const char* TransferVerdict(const Interval& ratio_ci) {
+  if (ratio_ci.lo > 1) return "helped";
+  if (ratio_ci.hi < 1) return "hurt";
+  return "no difference within noise";
+}
+
+TransferComparison CompareTransfer(const std::vector<Trace>& no_prior,
+                                   const std::vector<Trace>& with_prior, int budget, int resamples,
+                                   uint64_t seed) {
+  // An unreached median counts as the budget, as MedianRatio takes it.
+  auto trials = [budget](double median) {
+    return std::isfinite(median) && median > 0 ? median : static_cast<double>(budget);
+  };
+  TransferComparison c;
+  c.no_prior_median = MedianTrials(no_prior);
+  c.prior_median = MedianTrials(with_prior);
+  c.ratio = trials(c.no_prior_median) / trials(c.prior_median);
+  // One bootstrap seed for both: the same draws of seeds (BootstrapMedians), so pairs stay pairs.
+  const std::vector<double> a = BootstrapMedians(no_prior, resamples, seed);
+  const std::vector<double> b = BootstrapMedians(with_prior, resamples, seed);
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    ratios.push_back(trials(a[i]) / trials(b[i]));
+  c.ci = PercentileInterval(ratios);
+  c.verdict = TransferVerdict(c.ci);
+  return c;
 }
 
 }  // namespace kiln::bench

@@ -31,6 +31,9 @@ struct Trace {
   std::vector<double> best_us;
   int trials_to_target = -1;  // first trial reaching 95% of the best performance; -1 if never
   double agent_seconds = 0;   // CPU time of the strategy: construction, Propose, Observe
+  // A warm start's prior mean (agent::kPriorWeight): learning updates that fitted its weight, and
+  // those that gave it weight above 0 (the prior ranked the task's first results).
+  int prior_fits = 0, prior_weighted = 0;
 };
 // Runs `strategy` for at most `budget` trials, stopping early once the target is reached and
 // `keep_going` trials have been made. `context_checkpoint` warm-starts learning strategies.
@@ -62,7 +65,9 @@ double MedianRatio(int random_median, double median_trials, int budget);
 
 // A percentile bootstrap over seeds: `resamples` times, as many runs drawn with replacement as
 // there are, and the median trials to target of each draw (in the order drawn, +infinity where
-// under half the drawn runs reached the target). The same seed gives the same draws.
+// under half the drawn runs reached the target). The same seed gives the same draws: for two sets
+// of as many runs, the same indices, so two strategies run on the same seeds are resampled in
+// pairs by calling it on each with one seed (CompareTransfer).
 std::vector<double> BootstrapMedians(const std::vector<Trace>& runs, int resamples, uint64_t seed);
 struct Interval {
   double lo = 0, hi = 0;  // either may be +infinity (unreached)
@@ -75,8 +80,10 @@ enum class Holdout {
   kNoLearnedState,   // learns nothing across spaces: the same figure with or without --holdout
   kGivenCheckpoint,  // starts from the checkpoint given (or the default's own), trained on anything
   kLeaveOneOut,      // starts, per space, from a checkpoint pretrained on the other spaces only
+  kNoPrior,          // --transfer: a strategy given a checkpoint, rerun without one
 };
-const char* HoldoutLabel(Holdout h);  // "no learned state", "given-checkpoint", "loo-checkpoint"
+// "no learned state", "given-checkpoint", "loo-checkpoint", "no-prior"
+const char* HoldoutLabel(Holdout h);
 struct Row {
   std::string strategy;    // as given on the command line
   std::string name;        // for agent::NewStrategy
@@ -88,10 +95,39 @@ struct Row {
 // themselves take only checkpoint names (agent/strategy.h). {name, ""} for anything else.
 std::pair<std::string, std::string> SplitCheckpointPath(const std::string& strategy);
 // One row per strategy; under `holdout`, a strategy that starts from a checkpoint (a path or a
-// name given with it, or the default strategy's own) is followed by its leave-one-out row.
-std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout);
+// name given with it, or the default strategy's own) is followed by its leave-one-out row. Under
+// `transfer`, every strategy that can start from a checkpoint (the policy, so also the default)
+// is followed by a leave-one-out row, and, when it was given a checkpoint, by a no-prior row
+// before that: the as-given row is the no-prior run when no checkpoint was given.
+std::vector<Row> PlanRows(const std::vector<std::string>& strategies, bool holdout,
+                          bool transfer = false);
 // What a leave-one-out checkpoint for `spaces[held_out]` trains on: every other space, less any
 // copy of the held-out one (the same file or the same set name).
 std::vector<agent::TrainingSet> LeaveOneOutSets(const std::vector<Space>& spaces, size_t held_out);
+
+// --transfer: for one strategy, the places in PlanRows' rows of its run without a prior, its run
+// from the leave-one-out checkpoint and, when a checkpoint was given, its run from that one.
+struct TransferRows {
+  std::string strategy;
+  size_t no_prior = 0, loo = 0;
+  int given = -1;  // -1: no checkpoint given
+};
+std::vector<TransferRows> PlanTransfers(const std::vector<Row>& rows);
+// Whether a prior helped, from the interval of (trials without it) / (trials with it): "helped"
+// when the interval lies above 1, "hurt" when below 1, else "no difference within noise".
+const char* TransferVerdict(const Interval& ratio_ci);
+struct TransferComparison {
+  double no_prior_median = 0, prior_median = 0;  // MedianTrials: +infinity when unreached
+  double ratio = 0;  // no_prior_median / prior_median, each taken as `budget` when unreached
+  Interval ci;       // its 95% bootstrap interval, the runs resampled in pairs by seed
+  const char* verdict = "";
+};
+// The same seeds run without a prior and with one (runs[i] of each from the same seed). Pairs are
+// resampled together: with one seed both start alike (the same space-filling trials, and the same
+// search throughout while the prior has no weight), and drawn apart, the luck they share would
+// widen the interval of their ratio.
+TransferComparison CompareTransfer(const std::vector<Trace>& no_prior,
+                                   const std::vector<Trace>& with_prior, int budget, int resamples,
+                                   uint64_t seed);
 
 }  // namespace kiln::bench
