@@ -18,8 +18,9 @@ v1::Workload W(v1::OpKind op, std::initializer_list<std::pair<const char*, int64
   return w;
 }
 
-// A quantized format applies to the GEMMs whose K is whole groups of 32; any other (a Mamba
-// dt_proj of K=dt_rank) stays in fp32, as llama.cpp keeps such tensors at higher precision.
+// A quantized format applies to the GEMMs (and expert GEMMs) whose K is whole groups of 32; any
+// other (a Mamba dt_proj of K=dt_rank) stays in fp32, as llama.cpp keeps such tensors at higher
+// precision.
 v1::Workload Gemm(int64_t m, int64_t n, int64_t k, v1::DType dtype, const std::string& epi = "") {
   if (IsQuantized(dtype) && k % 32 != 0) dtype = v1::FP32;
   return W(v1::GEMM, {{"M", m}, {"N", n}, {"K", k}}, dtype, epi);
@@ -100,7 +101,7 @@ absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& a, const std::stri
       add("router", W(v1::MOE_ROUTER, {{"T", T}, {"D", hid}, {"E", E}, {"TOPK", K}}));
       auto moe = [&](int64_t n, int64_t k) {
         return W(v1::MOE_GEMM, {{"T", T}, {"E", E}, {"TOPK", K}, {"N", n}, {"K", k}},
-                 IsQuantized(dtype) ? v1::BF16 : dtype);  // no quantized grouped GEMM yet
+                 IsQuantized(dtype) && k % 32 != 0 ? v1::FP32 : dtype);
       };
       add("moe_gate", moe(F, hid));
       add("moe_up", moe(F, hid));

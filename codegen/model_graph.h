@@ -26,7 +26,7 @@ struct StepGraph {
 
 // Decode: `batch` sequences, each attending over `context` positions (the new one included).
 // Prefill: `batch` sequences of `prefill_tokens`. dtype: weights of gemm and moe_gemm (int8 and
-// int4 apply to GEMMs with K a multiple of 32; MoE experts then run in bf16).
+// int4 apply to GEMMs and expert GEMMs with K a multiple of 32, the others stay in fp32).
 absl::StatusOr<StepGraph> BuildStepGraph(const v1::ModelArch& arch, const std::string& phase,
                                          int batch, int context, int prefill_tokens,
                                          v1::DType dtype);

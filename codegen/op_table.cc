@@ -116,7 +116,8 @@ std::vector<Operator> MakeTable() {
     op.kind = v1::MOE_GEMM;
     op.dims = {"T", "E", "TOPK", "N", "K"};
     op.meaning = "y[T,TOPK,N] = x[T,TOPK,K] * W[e] for each token's experts e of W[E,K,N]";
-    op.weight_dtypes = {v1::BF16};
+    op.weight_dtypes = {v1::BF16, v1::INT8, v1::INT4};
+    op.quant_dim = "K";
     op.rule = TopkAtMostE;
     op.flops = [](D d) { return 2 * d("T") * d("TOPK") * d("N") * d("K"); };
     op.bytes = [](D d, double wb) {  // at most min(E, T*TOPK) experts' weights are read

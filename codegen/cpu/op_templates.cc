@@ -74,6 +74,25 @@ void StreamingGemmKnobs(int64_t rows, int64_t n, const ChipTraits& chip, KnobSpa
                   [=](const Config& c) { return NotOversized(nb, c.at("NB"), n); });
 }
 
+// The quantized GEMM kernel's knobs (codegen/cpu/templates/gemm_quant.cc); `rows`: the most rows
+// one pass over the weights can take (M, or every (token, slot) row of a grouped GEMM).
+void QuantGemmKnobs(int64_t rows, int64_t n, const ChipTraits& chip, KnobSpace& s) {
+  const std::vector<int64_t> mr = {1, 2, 4}, nb = {64, 32, 128, 256, 16};
+  s.AddKnob("NT", Threads(chip), "threads over column blocks");
+  s.AddKnob("NB", nb, "columns per block (16-column strips, one thread's unit)");
+  s.AddKnob("MR", mr, "rows of activations per pass over a strip");
+  s.AddKnob("AQ", {1, 0},
+            "1: activations quantized to int8 per group, VNNI dot products; 0: weights widened to "
+            "fp32, FMAs on fp32 activations");
+  s.AddKnob("PF", {0, 512, 1024, 2048}, "bytes ahead the weights are prefetched");
+  s.AddConstraint(absl::StrCat("MR <= rows=", rows, " or the smallest MR >= rows"),
+                  [=](const Config& c) { return NotOversized(mr, c.at("MR"), rows); });
+  s.AddConstraint(absl::StrCat("NB <= N=", n, " or the smallest NB >= N"),
+                  [=](const Config& c) { return NotOversized(nb, c.at("NB"), n); });
+}
+
+int64_t QBits(const v1::Workload& w) { return w.dtype() == v1::INT4 ? 4 : 8; }
+
 std::vector<OpDef> Defs() {
   auto none = [](const v1::Workload&) { return std::vector<std::pair<std::string, int64_t>>{}; };
   auto plain = [](const v1::Workload& w) { return IsFp32(w) && w.epilogue().empty(); };
@@ -125,24 +144,11 @@ std::vector<OpDef> Defs() {
                  return EpilogueCode(w.epilogue()) >= 0 && IsQuantized(w.dtype());
                },
                [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
-                 const std::vector<int64_t> mr = {1, 2, 4}, nb = {64, 32, 128, 256, 16};
-                 const int64_t rows = Dim(w, "M"), n = Dim(w, "N");
-                 s.AddKnob("NT", Threads(c), "threads over column blocks");
-                 s.AddKnob("NB", nb, "columns per block (16-column strips, one thread's unit)");
-                 s.AddKnob("MR", mr, "rows of activations per pass over a strip");
-                 s.AddKnob("AQ", {1, 0},
-                           "1: activations quantized to int8 per group, VNNI dot products; 0: "
-                           "weights widened to fp32, FMAs on fp32 activations");
-                 s.AddKnob("PF", {0, 512, 1024, 2048}, "bytes ahead the weights are prefetched");
-                 s.AddConstraint(
-                     absl::StrCat("MR <= rows=", rows, " or the smallest MR >= rows"),
-                     [=](const Config& c) { return NotOversized(mr, c.at("MR"), rows); });
-                 s.AddConstraint(absl::StrCat("NB <= N=", n, " or the smallest NB >= N"),
-                                 [=](const Config& c) { return NotOversized(nb, c.at("NB"), n); });
+                 QuantGemmKnobs(Dim(w, "M"), Dim(w, "N"), c, s);
                },
                [](const v1::Workload& w) {
                  return std::vector<std::pair<std::string, int64_t>>{
-                     {"EPI", EpilogueCode(w.epilogue())}, {"QBITS", w.dtype() == v1::INT4 ? 4 : 8}};
+                     {"EPI", EpilogueCode(w.epilogue())}, {"QBITS", QBits(w)}};
                }});
   d.push_back({"cpu-rmsnorm", v1::RMSNORM, kKilnCpuRmsnormSource,
                [](const v1::Workload& w) {
@@ -229,15 +235,26 @@ std::vector<OpDef> Defs() {
                  s.AddKnob("EB", {8, 4, 16}, "experts accumulated per pass over a row");
                },
                none});
-  d.push_back({"cpu-moe-gemm", v1::MOE_GEMM, kKilnCpuMoeGemmSource,
-               [](const v1::Workload& w) { return w.epilogue().empty(); },
-               [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
-                 StreamingGemmKnobs(Dim(w, "T") * Dim(w, "TOPK"), Dim(w, "N"), c, s);
-               },
-               [](const v1::Workload& w) {
-                 return std::vector<std::pair<std::string, int64_t>>{
-                     {"WBF16", w.dtype() == v1::BF16 ? 1 : 0}};
-               }});
+  d.push_back(
+      {"cpu-moe-gemm", v1::MOE_GEMM, kKilnCpuMoeGemmSource,
+       [](const v1::Workload& w) { return w.epilogue().empty() && !IsQuantized(w.dtype()); },
+       [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+         StreamingGemmKnobs(Dim(w, "T") * Dim(w, "TOPK"), Dim(w, "N"), c, s);
+       },
+       [](const v1::Workload& w) {
+         return std::vector<std::pair<std::string, int64_t>>{
+             {"WBF16", w.dtype() == v1::BF16 ? 1 : 0}};
+       }});
+  // The quantized grouped GEMM is the quantized GEMM's kernel run over each selected expert.
+  d.push_back(
+      {"cpu-moe-gemm-quant", v1::MOE_GEMM, kKilnCpuGemmQuantSource,
+       [](const v1::Workload& w) { return w.epilogue().empty() && IsQuantized(w.dtype()); },
+       [](const v1::Workload& w, const ChipTraits& c, KnobSpace& s) {
+         QuantGemmKnobs(Dim(w, "T") * Dim(w, "TOPK"), Dim(w, "N"), c, s);
+       },
+       [](const v1::Workload& w) {
+         return std::vector<std::pair<std::string, int64_t>>{{"MOE", 1}, {"QBITS", QBits(w)}};
+       }});
   d.push_back({"cpu-ssm-scan", v1::SSM_SCAN, kKilnCpuSsmScanSource, plain,
                [](const v1::Workload&, const ChipTraits& c, KnobSpace& s) {
                  s.AddKnob("NT", Threads(c, false), "threads over (sequence, channel block)");

@@ -88,26 +88,48 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
       linear(op.workload, head_);
     }
   // MoE: fill the experts the router selects, layer by layer, until the routing is stable.
+  auto derive = [&](Layer& l) {
+    for (const auto& op : graph_.layer)
+      if (op.workload.op() == v1::MOE_GEMM) DeriveExpertCopies(op, l.w[op.role]);
+  };
+  for (Layer& l : layer_) derive(l);
   for (int round = 0; round <= layers_; ++round) {
     bool any = false;
     for (Layer& l : layer_) l.routed_experts.clear();
     RETURN_IF_ERROR(Run(true).status());
     for (Layer& l : layer_) {
+      bool filled = false;
       for (int e : l.routed_experts) {
         if (l.filled_experts.count(e)) continue;
-        for (const auto& op : graph_.layer) {
-          if (op.workload.op() != v1::MOE_GEMM) continue;
-          const size_t K = op.workload.dims().at("K"), N = op.workload.dims().at("N");
-          FillWeight(l.w[op.role], e * K * N, K * N, 1.0f / std::sqrt(static_cast<float>(K)),
-                     op.workload.dtype() == v1::BF16);
-        }
+        for (const auto& op : graph_.layer)
+          if (op.workload.op() == v1::MOE_GEMM) FillExpert(op.workload, l.w[op.role], e);
         l.filled_experts.insert(e);
-        any = true;
+        filled = true;
       }
+      if (filled) derive(l);
+      any = any || filled;
     }
     if (!any) break;
   }
   return absl::OkStatus();
+}
+
+void StepState::DeriveExpertCopies(const codegen::StepOp& op, const void* weight) {
+  const v1::Workload& w = op.workload;
+  const StepKernel* k = kernels_.at(codegen::WorkloadKey(w));
+  if (k->op && k->op_pack && k->op_pack_bytes) {  // packed into the same buffer each time
+    const std::vector<long long> dims = codegen::OrderedDims(w);
+    float*& p = packed_[weight];
+    if (!p) p = Floats((k->op_pack_bytes(dims.data()) + 3) / 4);
+    k->op_pack(dims.data(), weight, p);
+  }
+  if (codegen::IsQuantized(w.dtype())) {
+    const int64_t EK = w.dims().at("E") * w.dims().at("K"), N = w.dims().at("N");
+    void*& d = linear_[weight];
+    if (!d) d = Floats(EK * N);
+    const std::vector<float> wd = DequantizeWeights(static_cast<const uint8_t*>(weight), EK, N);
+    std::memcpy(d, wd.data(), wd.size() * sizeof(float));
+  }
 }
 
 absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
@@ -129,6 +151,8 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
       args[1] = linear_.at(args[1]);
       return done(torch_baseline::RunLinear(TorchWorkload(op.workload), dims.data(), args.data()));
     }
+    if (op.workload.op() == v1::MOE_GEMM && linear_.count(args[1]))  // dequantized experts
+      args[1] = linear_.at(args[1]);
     return done(
         torch_baseline::RunOp(TorchWorkload(op.workload), dims.data(), args.data(), params.data()));
   }

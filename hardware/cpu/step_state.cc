@@ -11,8 +11,8 @@
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/buffers.h"
-#include "hardware/op_cases.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/op_cases.h"
 #include "hardware/reference/model_ops_reference.h"
 #include "hardware/reference/quant_format.h"
 
@@ -47,8 +47,10 @@ absl::StatusOr<std::unique_ptr<StepState>> StepState::Create(const v1::StepReque
         l.w[op.role] = s->GemmWeight(w, 1.0f / std::sqrt(static_cast<float>(K)));
         if (w.epilogue() == "bias") l.bias[op.role] = static_cast<float*>(s->Weight(N, 0.1f));
       } else if (w.op() == v1::MOE_GEMM) {  // experts are filled once the router picks them
-        const int64_t K = Dim(w, "K"), N = Dim(w, "N");
-        l.w[op.role] = s->Weight(Dim(w, "E") * K * N, 0, w.dtype() == v1::BF16, false);
+        const int64_t EK = Dim(w, "E") * Dim(w, "K"), N = Dim(w, "N");
+        l.w[op.role] = codegen::IsQuantized(w.dtype())
+                           ? s->Floats((QuantPlainBytes(EK, N) + 3) / 4)
+                           : s->Weight(EK * N, 0, w.dtype() == v1::BF16, false);
       } else if (w.op() == v1::MOE_ROUTER) {
         l.router = static_cast<float*>(s->Weight(hid * Dim(w, "E"), 1.0f / std::sqrt(hid * 1.0f)));
       } else if (w.op() == v1::ATTENTION_DECODE) {
@@ -146,20 +148,35 @@ void StepState::FillWeight(void* w, size_t offset, size_t n, float scale, bool b
 void* StepState::GemmWeight(const v1::Workload& w, float scale) {
   const int64_t K = Dim(w, "K"), N = Dim(w, "N");
   if (!codegen::IsQuantized(w.dtype())) return Weight(K * N, scale, w.dtype() == v1::BF16);
-  // Quantized a group of 32 rows at a time (its scales need the whole group).
-  const int bits = w.dtype() == v1::INT4 ? 4 : 8;
   uint8_t* plain = reinterpret_cast<uint8_t*>(Floats((QuantPlainBytes(K, N) + 3) / 4));
-  std::vector<float> rows(kQuantGroup * N);
-  std::vector<uint8_t> slab(QuantPlainBytes(kQuantGroup, N));
-  for (int64_t g = 0; g < K / kQuantGroup; ++g) {
-    FillUniform(rows.data(), rows.size(),
-                seed_ * 1000003 + g * 7919 + reinterpret_cast<uintptr_t>(plain) % 977);
-    for (float& x : rows) x *= scale;
-    QuantizeWeights(rows.data(), kQuantGroup, N, bits, slab.data());
-    std::memcpy(plain + g * kQuantGroup * N, slab.data(), kQuantGroup * N);
-    std::memcpy(plain + K * N + 2 * g * N, slab.data() + kQuantGroup * N, 2 * N);
-  }
+  FillQuantRows(w, plain, K, 0, K, scale);
   return plain;
+}
+
+void StepState::FillQuantRows(const v1::Workload& w, uint8_t* plain, int64_t rows, int64_t first,
+                              int64_t count, float scale) {
+  // Quantized a group of 32 rows at a time (its scales need the whole group).
+  const int64_t N = Dim(w, "N");
+  const int bits = w.dtype() == v1::INT4 ? 4 : 8;
+  std::vector<float> group(kQuantGroup * N);
+  std::vector<uint8_t> slab(QuantPlainBytes(kQuantGroup, N));
+  for (int64_t g = first / kQuantGroup; g < (first + count) / kQuantGroup; ++g) {
+    FillUniform(group.data(), group.size(),
+                seed_ * 1000003 + g * 7919 + reinterpret_cast<uintptr_t>(plain) % 977);
+    for (float& x : group) x *= scale;
+    QuantizeWeights(group.data(), kQuantGroup, N, bits, slab.data());
+    std::memcpy(plain + g * kQuantGroup * N, slab.data(), kQuantGroup * N);
+    std::memcpy(plain + rows * N + 2 * g * N, slab.data() + kQuantGroup * N, 2 * N);
+  }
+}
+
+void StepState::FillExpert(const v1::Workload& w, void* weight, int64_t e) {
+  const int64_t E = Dim(w, "E"), K = Dim(w, "K"), N = Dim(w, "N");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  if (codegen::IsQuantized(w.dtype()))
+    FillQuantRows(w, static_cast<uint8_t*>(weight), E * K, e * K, K, scale);
+  else
+    FillWeight(weight, e * K * N, K * N, scale, w.dtype() == v1::BF16);
 }
 
 v1::Workload StepState::TorchWorkload(const v1::Workload& w) {

@@ -70,6 +70,15 @@ class StepState {
   // A GEMM's K x N weights at the workload's dtype: fp32, bf16, or quantized (plain layout,
   // hardware/reference/quant_format.h) from uniform * scale.
   void* GemmWeight(const v1::Workload& w, float scale);
+  // Rows [first, first + count) (whole groups) of a quantized `rows` x N weight in the plain
+  // layout, from uniform * scale.
+  void FillQuantRows(const v1::Workload& w, uint8_t* plain, int64_t rows, int64_t first,
+                     int64_t count, float scale);
+  // Expert e of a grouped GEMM's weights (E x K x N at the workload's dtype).
+  void FillExpert(const v1::Workload& w, void* weight, int64_t e);
+  // A grouped GEMM's copies made from its weights (Kiln's packed layout, LibTorch's dequantized
+  // fp32), made again after experts are filled.
+  void DeriveExpertCopies(const codegen::StepOp& op, const void* weight);
   // The LibTorch step's view of a weight: a workload computing in fp32 where Kiln's is quantized
   // (the torch routes get the dequantized weights).
   static v1::Workload TorchWorkload(const v1::Workload& w);
@@ -86,7 +95,8 @@ class StepState {
   std::map<std::string, const StepKernel*> kernels_;  // by workload key
   std::map<const void*, float*> packed_;              // weight -> kernel's packed copy
   v1::DType head_dtype_ = v1::FP32;                   // the head's (and embedding's) weights
-  // weight -> the LibTorch step's copy in nn.Linear's [N,K] layout (as a PyTorch model holds it)
+  // weight -> the LibTorch step's copy: a GEMM's in nn.Linear's [N,K] layout (as a PyTorch model
+  // holds it), quantized experts' dequantized to fp32
   std::map<const void*, void*> linear_;
   // weight -> its oneDNN matmul and packed copy, made on first use (a warm-up step)
   struct OnednnLinear {

@@ -43,6 +43,17 @@ TEST(Workload, EveryBadInputNamesWhatIsWrong) {
               HasSubstr("unknown dtype"));
 }
 
+// int8 and int4 hold 32 weights along K under one scale, for the GEMM and the experts' GEMM.
+TEST(Workload, QuantizedWeightsNeedWholeGroupsAlongK) {
+  for (const char* dtype : {"int8", "int4"}) {
+    EXPECT_TRUE(ParseWorkload("gemm", "M=1,N=8,K=64", dtype).ok()) << dtype;
+    EXPECT_TRUE(ParseWorkload("moe_gemm", "T=1,E=4,TOPK=2,N=8,K=64", dtype).ok()) << dtype;
+    EXPECT_THAT(
+        std::string(ParseWorkload("moe_gemm", "T=1,E=4,TOPK=2,N=8,K=20", dtype).status().message()),
+        HasSubstr("K=20 is not a multiple of"));
+  }
+}
+
 TEST(Workload, EpiloguesBelongToTheirOperators) {
   v1::Workload w = *ParseWorkload("gemm", "M=1,N=8,K=8");
   for (const char* e : {"bias", "silu", "gelu", "residual"}) {

@@ -34,6 +34,8 @@ std::vector<v1::Workload> DifferentialCases() {
                            {"moe_router", "T=5,D=37,E=7,TOPK=3", "fp32", ""},
                            {"moe_gemm", "T=3,E=5,TOPK=2,N=33,K=20", "fp32", ""},
                            {"moe_gemm", "T=3,E=5,TOPK=2,N=33,K=20", "bf16", ""},
+                           {"moe_gemm", "T=3,E=5,TOPK=2,N=33,K=64", "int8", ""},
+                           {"moe_gemm", "T=4,E=3,TOPK=2,N=40,K=32", "int4", ""},
                            {"ssm_scan", "B=2,T=3,D=17,S=16", "fp32", ""},
                            {"conv1d", "B=2,T=5,D=19,W=4", "fp32", ""}};
   for (auto& c : more) {

@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Models, StepRunnerTest,
 
 // int8 and int4 weights: Kiln's quantized kernels (activations quantized per group by their safe
 // default) against LibTorch on the dequantized weights, within the step tolerance of the dtype.
-// MoE experts run in bf16 and a GEMM whose K is not whole groups (mamba's dt_proj) in fp32.
+// The experts' grouped GEMMs run quantized too; a GEMM whose K is not whole groups (mamba's
+// dt_proj) runs in fp32.
 TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
   for (v1::DType dtype : {v1::INT8, v1::INT4})
     for (const char* family : {"llama", "mixtral", "mamba"}) {
@@ -132,6 +133,11 @@ TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
       // router's logits by more than a near tie's margin, so which two of four experts a token
       // takes could differ from LibTorch's; what is compared here is the quantized arithmetic.
       if (arch.experts() > 0) arch.set_experts_per_token(arch.experts());
+      auto graph = codegen::BuildStepGraph(arch, "decode", 1, 9, 7, dtype);
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      for (const auto& op : graph->layer)
+        if (op.workload.op() == v1::MOE_GEMM || op.role == "qkv_proj")
+          EXPECT_EQ(op.workload.dtype(), dtype) << family << " " << op.role;
       auto out = RunCpuStepOnce(Request(arch, "decode", 1, dtype), device_->Fingerprint());
       ASSERT_TRUE(out.ok()) << family << ": " << out.status();
       const Gap g = Compare(out->kiln, out->torch);

@@ -1,11 +1,18 @@
 // Kiln CPU GEMM with quantized weights (int8 or int4, one fp16 scale per 32 weights along K) and a
-// fused epilogue, shaped for decode-sized M and usable at any M.
+// fused epilogue, shaped for decode-sized M and usable at any M; with MOE=1 the same kernel runs
+// the grouped expert GEMM of a mixture of experts.
 //
-//   C[M,N] = epilogue(A[M,K] * W[K,N]); A and C fp32; W quantized (QBITS 8 or 4), K % 32 == 0.
-//   EPI 0 none | 1 bias: + bias[N] | 2 silu | 3 gelu (tanh form) | 4 residual: + R[M,N]
+//   MOE 0: C[M,N] = epilogue(A[M,K] * W[K,N]); A and C fp32; W quantized (QBITS 8 or 4), K % 32 ==
+//   0.
+//          EPI 0 none | 1 bias: + bias[N] | 2 silu | 3 gelu (tanh form) | 4 residual: + R[M,N]
+//   MOE 1: y[r] = x[r] * W[experts[r]] for the T*TOPK rows r of x (one per token and slot); W is
+//          E experts of K x N, quantized as one (E*K) x N matrix (groups never cross an expert,
+//          K being whole groups). Rows are grouped by expert, so each selected expert's weights
+//          stream once per MR rows; unselected experts are never read.
 //
 // The weights come in Kiln's plain quantized layout (hardware/reference/quant_format.h) and are
-// packed ahead of time (kiln_op_prepack) into strips of 16 columns, one 32-bit lane per column:
+// packed ahead of time (kiln_op_prepack), expert by expert, into strips of 16 columns, one 32-bit
+// lane per column:
 // per strip and group of 32 k, int8: 8 chunks of 64 bytes, chunk c lane l holding
 // W[g*32+4c .. +3][16j+l] as u8 = q + 128; int4: 4 chunks, chunk c lane l byte s holding
 // W[g*32+4c+s] in its low nibble and W[g*32+16+4c+s] in its high one, as q + 8; then the group's
@@ -19,11 +26,12 @@
 //        the fp32 activations (exact activations, ~5 instructions per 16 products)
 //   NB   columns per work item (a multiple of 16)
 //   MR   rows of A per pass over a strip (1, 2, 4): more rows reuse each loaded weight chunk
-//   NT   threads over the column blocks
+//   NT   threads over the column blocks (MOE: over (selected expert, column block) items)
 //   PF   bytes ahead of the current chunk that the weight stream is prefetched (0: none)
 // Without AVX512-VNNI (and AVX512BW) the same layout runs through portable loops the compiler
 // vectorizes for the host (AVX2 and older): correct, not tuned.
-// ABI: kiln_op(dims {M,N,K}, args {A, packed W, bias, R, C}, params {}).
+// ABI, MOE 0: kiln_op(dims {M,N,K}, args {A, packed W, bias, R, C}, params {}).
+//      MOE 1: kiln_op(dims {T,E,TOPK,N,K}, args {x, packed W, experts(int32)[T*TOPK], y}, {}).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,6 +60,9 @@
 #endif
 #ifndef EPI
 #define EPI 0
+#endif
+#ifndef MOE
+#define MOE 0
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
 #define KQ_AVX512 1
@@ -120,9 +131,9 @@ void QuantizeRows(const float* A, int M, int K, QuantA* out) {
     }
 }
 
-// acc[r][0..15] = sum over K of A[i0+r] * W[:, strip] for r < mr; `strip` is the strip's first
-// group, its groups kGroupBytes apart.
-void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip, int i0,
+// acc[r][0..15] = sum over K of A[rows[r]] * W[:, strip] for r < mr; `strip` is the strip's
+// first group, its groups kGroupBytes apart.
+void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip, const int* rows,
            float acc[MR][kLanes]) {
   const int G = K / kG;
 #if KQ_AVX512
@@ -149,7 +160,7 @@ void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
       if (r >= mr) break;
-      const long row = (long)(i0 + r);
+      const long row = rows[r];
       const int8_t* xq = qa.q + row * K + g * kG;
       // Two dependency chains of four dot products each, not one of eight: at MR=1 the chain's
       // latency, not the loads, would bound a group.
@@ -185,7 +196,7 @@ void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip
           for (int r = 0; r < MR; ++r) {
             if (r >= mr) break;
             gacc[r] =
-                _mm512_fmadd_ps(wf, _mm512_set1_ps(A[(long)(i0 + r) * K + g * kG + k]), gacc[r]);
+                _mm512_fmadd_ps(wf, _mm512_set1_ps(A[(long)rows[r] * K + g * kG + k]), gacc[r]);
           }
         }
     }
@@ -205,7 +216,7 @@ void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip
       ws[l] = Half(h);
     }
     for (int r = 0; r < mr; ++r) {
-      const long row = (long)(i0 + r);
+      const long row = rows[r];
       for (int l = 0; l < kLanes; ++l) {
 #if AQ
         int32_t s = -qa.offset_sum[row * G + g];
@@ -225,58 +236,47 @@ void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip
   (void)qa;
 }
 
-}  // namespace
-
-extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
-  (void)params;
-  const int M = (int)d[0], N = (int)d[1], K = (int)d[2];
-  const float* A = (const float*)args[0];
-  const uint8_t* W = (const uint8_t*)args[1];
-  const float* bias = (const float*)args[2];
-  const float* R = (const float*)args[3];
-  float* C = (float*)args[4];
-  const int G = K / kG;
-  const long strip_bytes = (long)G * kGroupBytes;
-  QuantA qa;
+// Activations quantized per row and group for AQ=1 (nothing for AQ=0); free() the result.
+void* QuantizeActivations(const float* A, int rows, int K, QuantA* qa) {
   void* scratch = 0;
 #if AQ
-  scratch = malloc((size_t)M * K + 8 * (size_t)M * G + 64);
-  qa.scale = (float*)scratch;
-  qa.offset_sum = (int32_t*)(qa.scale + (size_t)M * G);
-  qa.q = (int8_t*)(qa.offset_sum + (size_t)M * G);
-  QuantizeRows(A, M, K, &qa);
+  const int G = K / kG;
+  scratch = malloc((size_t)rows * K + 8 * (size_t)rows * G + 64);
+  qa->scale = (float*)scratch;
+  qa->offset_sum = (int32_t*)(qa->scale + (size_t)rows * G);
+  qa->q = (int8_t*)(qa->offset_sum + (size_t)rows * G);
+  QuantizeRows(A, rows, K, qa);
+#else
+  (void)A, (void)rows, (void)K, (void)qa;
 #endif
-  const int strips = (N + kLanes - 1) / kLanes, per_block = NB / kLanes;
-  const int blocks = (strips + per_block - 1) / per_block;
-  kiln_rt::ParallelFor(blocks, NT, [&](long jb) {
-    float acc[MR][kLanes] __attribute__((aligned(64)));
-    const int s_end = (int)(jb + 1) * per_block < strips ? (int)(jb + 1) * per_block : strips;
-    for (int s = (int)jb * per_block; s < s_end; ++s) {
-      const uint8_t* strip = W + s * strip_bytes;
-      const int j0 = s * kLanes, nl = N - j0 < kLanes ? N - j0 : kLanes;
-      for (int i0 = 0; i0 < M; i0 += MR) {
-        const int mr = M - i0 < MR ? M - i0 : MR;
-        Strip(mr, K, A, qa, strip, i0, acc);
-        for (int r = 0; r < mr; ++r)
-          for (int l = 0; l < nl; ++l)
-            C[(long)(i0 + r) * N + j0 + l] = Epi(acc[r][l], i0 + r, j0 + l, N, bias, R);
-      }
+  return scratch;
+}
+
+// The strips [s_begin, s_end) times the `count` rows listed in `rows`, written through `store`.
+template <typename Store>
+void Strips(int s_begin, int s_end, int N, int K, const float* A, const QuantA& qa,
+            const uint8_t* W, const int* rows, int count, Store store) {
+  const long strip_bytes = (long)(K / kG) * kGroupBytes;
+  float acc[MR][kLanes] __attribute__((aligned(64)));
+  for (int s = s_begin; s < s_end; ++s) {
+    const uint8_t* strip = W + s * strip_bytes;
+    const int j0 = s * kLanes, nl = N - j0 < kLanes ? N - j0 : kLanes;
+    for (int p = 0; p < count; p += MR) {
+      const int mr = count - p < MR ? count - p : MR;
+      Strip(mr, K, A, qa, strip, rows + p, acc);
+      for (int r = 0; r < mr; ++r)
+        for (int l = 0; l < nl; ++l) store(rows[p + r], j0 + l, acc[r][l]);
     }
-  });
-  free(scratch);
+  }
 }
 
-// Bytes of the packed weights: whole strips (N rounded up to 16 columns, zero-padded).
-extern "C" long kiln_op_prepack_bytes(const long long* d) {
-  return (long)((d[1] + kLanes - 1) / kLanes) * (long)(d[2] / kG) * kGroupBytes;
-}
+// Bytes of one packed K x N matrix: whole strips (N rounded up to 16 columns, zero-padded).
+long PackedBytes(long N, long K) { return (N + kLanes - 1) / kLanes * (K / kG) * kGroupBytes; }
 
-// Packs the plain layout (int8 q[K][N], then fp16 scales [K/32][N]) into strips.
-extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
-  const long N = d[1], K = d[2], G = K / kG, strips = (N + kLanes - 1) / kLanes;
-  const int8_t* q = (const int8_t*)src;
-  const uint16_t* sc = (const uint16_t*)((const uint8_t*)src + K * N);
-  uint8_t* P = (uint8_t*)dst;
+// Packs one K x N matrix, given by its int8 values q[K][N] and fp16 scales sc[K/32][N], into
+// strips.
+void Pack(long N, long K, const int8_t* q, const uint16_t* sc, uint8_t* P) {
+  const long G = K / kG, strips = (N + kLanes - 1) / kLanes;
   kiln_rt::ParallelFor(strips, NT, [&](long s) {
     for (long g = 0; g < G; ++g) {
       uint8_t* grp = P + (s * G + g) * kGroupBytes;
@@ -298,3 +298,88 @@ extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) 
     }
   });
 }
+
+}  // namespace
+
+#if !MOE
+extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
+  (void)params;
+  const int M = (int)d[0], N = (int)d[1], K = (int)d[2];
+  const float* A = (const float*)args[0];
+  const uint8_t* W = (const uint8_t*)args[1];
+  const float* bias = (const float*)args[2];
+  const float* R = (const float*)args[3];
+  float* C = (float*)args[4];
+  QuantA qa;
+  void* scratch = QuantizeActivations(A, M, K, &qa);
+  int* rows = (int*)malloc(sizeof(int) * (size_t)M);
+  for (int i = 0; i < M; ++i) rows[i] = i;
+  const int strips = (N + kLanes - 1) / kLanes, per_block = NB / kLanes;
+  const int blocks = (strips + per_block - 1) / per_block;
+  kiln_rt::ParallelFor(blocks, NT, [&](long jb) {
+    const int s_end = (int)(jb + 1) * per_block < strips ? (int)(jb + 1) * per_block : strips;
+    Strips((int)jb * per_block, s_end, N, K, A, qa, W, rows, M,
+           [&](int i, int j, float v) { C[(long)i * N + j] = Epi(v, i, j, N, bias, R); });
+  });
+  free(rows);
+  free(scratch);
+}
+
+extern "C" long kiln_op_prepack_bytes(const long long* d) { return PackedBytes(d[1], d[2]); }
+
+// Packs the plain layout (int8 q[K][N], then fp16 scales [K/32][N]) into strips.
+extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
+  const long N = d[1], K = d[2];
+  const int8_t* q = (const int8_t*)src;
+  Pack(N, K, q, (const uint16_t*)((const uint8_t*)src + K * N), (uint8_t*)dst);
+}
+#else
+extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
+  (void)params;
+  const int T = (int)d[0], E = (int)d[1], TOPK = (int)d[2], N = (int)d[3], K = (int)d[4];
+  const int rows_total = T * TOPK;
+  const float* x = (const float*)args[0];
+  const uint8_t* W = (const uint8_t*)args[1];
+  const int32_t* experts = (const int32_t*)args[2];
+  float* y = (float*)args[3];
+  QuantA qa;
+  void* scratch = QuantizeActivations(x, rows_total, K, &qa);
+  // Rows grouped by expert (a counting sort): order[start[e] .. start[e+1]) are expert e's.
+  int* start = (int*)calloc((size_t)E + 1, sizeof(int));
+  int* order = (int*)malloc(sizeof(int) * ((size_t)rows_total + 1));
+  int* fill = (int*)malloc(sizeof(int) * ((size_t)E + 1));
+  int* selected = (int*)malloc(sizeof(int) * ((size_t)E + 1));
+  for (int r = 0; r < rows_total; ++r) start[experts[r] + 1]++;
+  for (int e = 0; e < E; ++e) start[e + 1] += start[e];
+  for (int e = 0; e <= E; ++e) fill[e] = start[e];
+  for (int r = 0; r < rows_total; ++r) order[fill[experts[r]]++] = r;
+  int n_selected = 0;
+  for (int e = 0; e < E; ++e)
+    if (start[e + 1] > start[e]) selected[n_selected++] = e;
+  const int strips = (N + kLanes - 1) / kLanes, per_block = NB / kLanes;
+  const int blocks = (strips + per_block - 1) / per_block;
+  const long expert_bytes = PackedBytes(N, K);
+  kiln_rt::ParallelFor((long)n_selected * blocks, NT, [&](long item) {
+    const int e = selected[item / blocks], jb = (int)(item % blocks);
+    const int s_end = (jb + 1) * per_block < strips ? (jb + 1) * per_block : strips;
+    Strips(jb * per_block, s_end, N, K, x, qa, W + e * expert_bytes, order + start[e],
+           start[e + 1] - start[e], [&](int r, int j, float v) { y[(long)r * N + j] = v; });
+  });
+  free(selected);
+  free(fill);
+  free(order);
+  free(start);
+  free(scratch);
+}
+
+extern "C" long kiln_op_prepack_bytes(const long long* d) { return d[1] * PackedBytes(d[3], d[4]); }
+
+// Packs each expert of the plain (E*K) x N layout: its q rows, then its rows of scales.
+extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
+  const long E = d[1], N = d[3], K = d[4];
+  const int8_t* q = (const int8_t*)src;
+  const uint16_t* sc = (const uint16_t*)((const uint8_t*)src + E * K * N);
+  for (long e = 0; e < E; ++e)
+    Pack(N, K, q + e * K * N, sc + e * (K / kG) * N, (uint8_t*)dst + e * PackedBytes(N, K));
+}
+#endif

@@ -285,10 +285,34 @@ void AddOnednnMoe(std::vector<Route>& routes, const v1::Workload& w,
                     }});
 }
 
+// Quantized grouped GEMM: LibTorch's expert loop and oneDNN per expert on the dequantized
+// weights, dequantized once at load time as for the quantized GEMM's routes.
+std::vector<Route> QuantMoeRoutes(v1::Workload w, const std::vector<int>& counts) {
+  w.set_dtype(v1::FP32);
+  std::vector<Route> routes = TorchRoutes(w, counts);
+  AddOnednnMoe(routes, w, counts);
+  OpPrepack dequantize;  // dims {T,E,TOPK,N,K}: the (E*K) x N matrix to fp32
+  dequantize.bytes = [](const long long* d) { return static_cast<long>(d[1] * d[4] * d[3] * 4); };
+  dequantize.pack = [](const long long* d, const void* src, void* dst) {
+    const std::vector<float> wd =
+        DequantizeWeights(static_cast<const uint8_t*>(src), d[1] * d[4], d[3]);
+    std::memcpy(dst, wd.data(), wd.size() * sizeof(float));
+  };
+  for (Route& r : routes)
+    r.prepare = [inner = std::move(r.prepare), dequantize](int t) -> absl::StatusOr<RouteCall> {
+      absl::StatusOr<RouteCall> c = inner(t);
+      if (c.ok()) c->op_pack = dequantize;
+      return c;
+    };
+  return routes;
+}
+
 }  // namespace
 
 std::vector<Route> Routes(const v1::Workload& w, const std::vector<int>& threads) {
   if (QuantGemm(w)) return QuantGemmRoutes(w, threads);
+  if (w.op() == v1::MOE_GEMM && (w.dtype() == v1::INT8 || w.dtype() == v1::INT4))
+    return QuantMoeRoutes(w, threads);
   if (PlainGemm(w)) return GemmRoutes(w, threads);
   if (PlainBf16Gemm(w)) return Bf16GemmRoutes(w, threads);
   std::vector<Route> routes = TorchRoutes(w, threads);
