@@ -90,7 +90,7 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
   // MoE: fill the experts the router selects, layer by layer, until the routing is stable.
   auto derive = [&](Layer& l) {
     for (const auto& op : graph_.layer)
-      if (op.workload.op() == v1::MOE_GEMM) DeriveExpertCopies(op, l.w[op.role]);
+      if (op.workload.op() == v1::MOE_GEMM) DeriveExpertCopies(op, l.w[op.role], l.filled_experts);
   };
   for (Layer& l : layer_) derive(l);
   for (int round = 0; round <= layers_; ++round) {
@@ -114,7 +114,8 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
   return absl::OkStatus();
 }
 
-void StepState::DeriveExpertCopies(const codegen::StepOp& op, const void* weight) {
+void StepState::DeriveExpertCopies(const codegen::StepOp& op, const void* weight,
+                                   const std::set<int>& experts) {
   const v1::Workload& w = op.workload;
   const StepKernel* k = kernels_.at(codegen::WorkloadKey(w));
   if (k->op && k->op_pack && k->op_pack_bytes) {  // packed into the same buffer each time
@@ -123,12 +124,15 @@ void StepState::DeriveExpertCopies(const codegen::StepOp& op, const void* weight
     if (!p) p = Floats((k->op_pack_bytes(dims.data()) + 3) / 4);
     k->op_pack(dims.data(), weight, p);
   }
-  if (codegen::IsQuantized(w.dtype())) {
-    const int64_t EK = w.dims().at("E") * w.dims().at("K"), N = w.dims().at("N");
+  if (codegen::IsQuantized(w.dtype())) {  // only the filled experts: the rest stay untouched zeros
+    const int64_t E = w.dims().at("E"), K = w.dims().at("K"), N = w.dims().at("N");
     void*& d = linear_[weight];
-    if (!d) d = Floats(EK * N);
-    const std::vector<float> wd = DequantizeWeights(static_cast<const uint8_t*>(weight), EK, N);
-    std::memcpy(d, wd.data(), wd.size() * sizeof(float));
+    if (!d) d = Floats(E * K * N);
+    float* out = static_cast<float*>(d);
+    const auto* plain = static_cast<const uint8_t*>(weight);
+    for (int e : experts)
+      for (int64_t k = e * K; k < (e + 1) * K; ++k)
+        for (int64_t n = 0; n < N; ++n) out[k * N + n] = DequantizedWeight(plain, E * K, N, k, n);
   }
 }
 

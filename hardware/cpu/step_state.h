@@ -77,8 +77,9 @@ class StepState {
   // Expert e of a grouped GEMM's weights (E x K x N at the workload's dtype).
   void FillExpert(const v1::Workload& w, void* weight, int64_t e);
   // A grouped GEMM's copies made from its weights (Kiln's packed layout, LibTorch's dequantized
-  // fp32), made again after experts are filled.
-  void DeriveExpertCopies(const codegen::StepOp& op, const void* weight);
+  // fp32 of `experts`, the filled ones), made again after experts are filled.
+  void DeriveExpertCopies(const codegen::StepOp& op, const void* weight,
+                          const std::set<int>& experts);
   // The LibTorch step's view of a weight: a workload computing in fp32 where Kiln's is quantized
   // (the torch routes get the dequantized weights).
   static v1::Workload TorchWorkload(const v1::Workload& w);
