@@ -312,11 +312,23 @@ absl::StatusOr<OpCase> MakeOpCase(const v1::Workload& w) {
         // As the quantized GEMM: exact on the dequantized weights, the activations as given or
         // quantized per group the way the kernels do it.
         c.check = [=](const auto& in, const auto& out) {
-          const std::vector<float> wd =
-              DequantizeWeights(static_cast<const uint8_t*>(in[1]), E * Kk, Nn);
+          // Only the experts the rows select are dequantized (a model's experts can be GBs),
+          // renumbered 0..S-1 in the order first selected.
+          std::vector<int32_t> slot(E, -1), selected(N({T, K}));
+          int32_t S = 0;
+          for (size_t r = 0; r < selected.size(); ++r) {
+            int32_t& s = slot[I(in[2])[r]];
+            if (s < 0) s = S++;
+            selected[r] = s;
+          }
+          std::vector<float> wd(static_cast<size_t>(S) * Kk * Nn);
+          for (long long e = 0; e < E; ++e)
+            if (slot[e] >= 0)
+              DequantizeRows(static_cast<const uint8_t*>(in[1]), E * Kk, Nn, e * Kk, (e + 1) * Kk,
+                             wd.data() + slot[e] * Kk * Nn);
           return EitherActivations(F(in[0]), T * K, Kk, [&](const float* x) {
             std::vector<double> ref(N({T, K, Nn})), mag(ref.size());
-            ReferenceMoeGemm(T, E, K, Nn, Kk, x, wd.data(), nullptr, I(in[2]), ref.data(),
+            ReferenceMoeGemm(T, S, K, Nn, Kk, x, wd.data(), nullptr, selected.data(), ref.data(),
                              mag.data());
             return Compare("y", F(out[3]), ref.data(), ref.size(), kGemmRelTol, 1e-6, mag.data());
           });

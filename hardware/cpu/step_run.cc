@@ -128,11 +128,9 @@ void StepState::DeriveExpertCopies(const codegen::StepOp& op, const void* weight
     const int64_t E = w.dims().at("E"), K = w.dims().at("K"), N = w.dims().at("N");
     void*& d = linear_[weight];
     if (!d) d = Floats(E * K * N);
-    float* out = static_cast<float*>(d);
-    const auto* plain = static_cast<const uint8_t*>(weight);
     for (int e : experts)
-      for (int64_t k = e * K; k < (e + 1) * K; ++k)
-        for (int64_t n = 0; n < N; ++n) out[k * N + n] = DequantizedWeight(plain, E * K, N, k, n);
+      DequantizeRows(static_cast<const uint8_t*>(weight), E * K, N, e * K, (e + 1) * K,
+                     static_cast<float*>(d) + e * K * N);
   }
 }
 

@@ -54,10 +54,25 @@ float DequantizedWeight(const uint8_t* plain, int64_t K, int64_t N, int64_t k, i
   return static_cast<float>(q) * HalfToFloat(h);
 }
 
+void DequantizeRows(const uint8_t* plain, int64_t K, int64_t N, int64_t k0, int64_t k1,
+                    float* out) {
+  const int8_t* q = reinterpret_cast<const int8_t*>(plain);
+  std::vector<float> scale(static_cast<size_t>(N));  // the group's scales, converted once
+  for (int64_t k = k0; k < k1; ++k) {
+    if (k == k0 || k % kQuantGroup == 0)
+      for (int64_t n = 0; n < N; ++n) {
+        uint16_t h;
+        std::memcpy(&h, plain + K * N + 2 * ((k / kQuantGroup) * N + n), 2);
+        scale[n] = HalfToFloat(h);
+      }
+    for (int64_t n = 0; n < N; ++n)
+      out[(k - k0) * N + n] = static_cast<float>(q[k * N + n]) * scale[n];
+  }
+}
+
 std::vector<float> DequantizeWeights(const uint8_t* plain, int64_t K, int64_t N) {
   std::vector<float> w(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) w[k * N + n] = DequantizedWeight(plain, K, N, k, n);
+  DequantizeRows(plain, K, N, 0, K, w.data());
   return w;
 }
 

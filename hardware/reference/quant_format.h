@@ -27,6 +27,9 @@ void QuantizeWeights(const float* B, int64_t K, int64_t N, int bits, uint8_t* pl
 // The dequantized matrix (K x N fp32): exact.
 std::vector<float> DequantizeWeights(const uint8_t* plain, int64_t K, int64_t N);
 
+// Rows [k0, k1) of the dequantized matrix into out ((k1 - k0) x N fp32).
+void DequantizeRows(const uint8_t* plain, int64_t K, int64_t N, int64_t k0, int64_t k1, float* out);
+
 // One dequantized element.
 float DequantizedWeight(const uint8_t* plain, int64_t K, int64_t N, int64_t k, int64_t n);
 
