@@ -142,7 +142,8 @@ TEST_F(OpKernelsTest, QuantizedGemmEveryPathVerifies) {
 }
 
 // The register-blocked bf16 GEMM on an odd shape (K odd, ragged row and column tiles) along its
-// paths: both tile widths, several K slices, one and several row tiles per work item.
+// paths: both tile widths, several K slices, one and several row tiles per work item, and every
+// epilogue.
 TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
   const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
   auto w = codegen::ParseWorkload("gemm", "M=71,N=83,K=301", "bf16");
@@ -164,6 +165,20 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
         v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
         EXPECT_EQ(m.status(), v1::OK) << codegen::ConfigKey(c) << ": " << m.message();
       }
+  // The other epilogues, applied in registers on the last K slice (one slice and several).
+  for (const char* epilogue : {"", "bias", "gelu", "residual"})
+    for (int64_t kc : {128, 1024}) {
+      w->set_epilogue(epilogue);
+      const codegen::Config c = {{"NT", traits.cores}, {"MR", 12},  {"NR", 32},
+                                 {"KC", kc},           {"NC", 128}, {"MT", 4}};
+      auto kernel = (*tmpl)->Render(*w, c, traits);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto compiled = device_->Compile(*kernel);
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
+      EXPECT_EQ(m.status(), v1::OK)
+          << epilogue << " " << codegen::ConfigKey(c) << ": " << m.message();
+    }
 }
 
 // K must be whole groups of 32 for a quantized format: refused, naming K and the group.

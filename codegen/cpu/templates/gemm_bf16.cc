@@ -7,12 +7,18 @@
 // bf16 products added to an fp32 accumulator). The weights are packed ahead of time
 // (kiln_op_prepack) into panels of NR columns, each k pair of a column one 32-bit lane:
 // panel j holds, for p = 0 .. ceil(K/2)-1, NR lanes (B[2p][n], B[2p+1][n]) (zero past K or N).
-// The activations are rounded to bf16 pairs once per call. An MR x NR tile of C lives in
-// registers over a KC-deep slice; C is read back only between slices.
+// The activations are rounded to bf16 pairs once per call and packed into panels of MR rows,
+// pair-major: panel i holds, for each p, the MR rows' pairs side by side (zero past M or K). The
+// micro-kernel then reads both operands as two forward streams: per pair, NR/16 vectors of B and
+// MR broadcasts of A from one MR*4-byte run (rows of pairs one after another would be MR streams
+// 2K bytes apart: for K = 2048 or 4096 all in one L1 set, more rows than it has ways when MR > 8).
+// An MR x NR tile of C lives in registers over a KC-deep slice; partial sums go to a per-item
+// buffer only between slices, and the last slice applies the epilogue in registers and stores C
+// (masked at the edges).
 // Knobs (compile-time):
 //   MR   rows of the register tile (MR * NR/16 accumulators: at most 28 of the 32 registers)
 //   NR   columns of the register tile (16 or 32)
-//   KC   depth of a slice, in k (even): the B slices of a block stay in L2, the A tile in L1
+//   KC   depth of a slice, in k (even): the A panel's slice stays in L1, the item's B slices in L2
 //   NC   columns per work item (a multiple of NR); items are (row block of MC, column block)
 //   MT   register tiles of rows per work item (MC = MT * MR rows)
 //   NT   threads over the work items
@@ -76,49 +82,106 @@ inline float FromBf16(uint16_t h) {
   return f;
 }
 
-inline float Epi(float x, long i, long j, long N, const float* bias, const float* R) {
-  return kiln_rt::Epilogue<EPI>(x, i, j, N, bias, R);
+// Row `i` of A (K floats) as bf16 pairs into column r of an MR-row panel (pair p at dst[p * MR]).
+void PackRow(const float* a, long K, uint32_t* dst) {
+  const long KP = (K + 1) / 2;
+  long p = 0;
+#if KB_DOT
+  uint32_t t[16];
+  for (; p < KP; p += 16) {
+    const long left = K - 2 * p;  // floats left in the row
+    const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+    const __mmask16 m1 = left >= 32   ? 0xffff
+                         : left <= 16 ? 0
+                                      : (__mmask16)((1u << (left - 16)) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(m0, a + 2 * p);
+    const __m512 hi = _mm512_maskz_loadu_ps(m1, a + 2 * p + 16);
+    _mm512_storeu_si512(t, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));  // pairs, low half even k
+    const int n = KP - p < 16 ? (int)(KP - p) : 16;
+    for (int q = 0; q < n; ++q) dst[(p + q) * MR] = t[q];
+  }
+#endif
+  for (; p < KP; ++p) {
+    const float x0 = a[2 * p], x1 = 2 * p + 1 < K ? a[2 * p + 1] : 0.0f;
+    dst[p * MR] = ToBf16(x0) | ((uint32_t)ToBf16(x1) << 16);
+  }
 }
 
-// acc[r][c] (+)= sum over pairs p in [0, np) of A pair (row r) . B pair (column c); `a` points
-// at row 0's first pair (rows lda pairs apart), `b` at the panel's first pair of the slice.
-// acc is MR x NR floats (row-major); `first` starts from zero instead of acc.
-void Micro(int mr, long np, const uint32_t* a, long lda, const uint32_t* b, float* acc,
-           bool first) {
+#if KB_DOT
+// The epilogue on 16 lanes of row i, columns j .. j+15 (the lanes of `m`).
+inline __m512 EpiV(__m512 x, __mmask16 m, long i, long j, long N, const float* bias,
+                   const float* R) {
+  (void)m, (void)i, (void)j, (void)N, (void)bias, (void)R;
+  if (EPI == 1) return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + j));
+  if (EPI == 4) return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, R + i * N + j));
+  if (EPI == 2 || EPI == 3) {  // x * sigmoid(s): silu s = x; tanh-form gelu s = 2u
+    const kiln_rt::V16 v = (kiln_rt::V16)x;
+    const kiln_rt::V16 s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
+    return (__m512)(v / (1.0f + kiln_rt::ExpV(-s)));
+  }
+  return x;
+}
+#endif
+
+// One MR x NR tile over the pairs [0, np) of a slice: `a` the A panel's first pair of the slice
+// (MR lanes a pair), `b` the B panel's (NR lanes a pair). `acc` (MR x NR, row-major) holds the
+// partial sums between slices: read unless `first`; written unless `last`, which instead applies
+// the epilogue and stores the tile's mr x nc corner at C (row i, column j; rows N apart).
+void Micro(long np, const uint32_t* a, const uint32_t* b, float* acc, bool first, bool last,
+           float* C, int mr, int nc, long i, long j, long N, const float* bias, const float* R) {
 #if KB_DOT
   __m512 c[MR][kNV];
 #pragma GCC unroll 28
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v)
-      c[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * NR + v * 16);
+      c[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + r * NR + v * 16);
   for (long p = 0; p < np; ++p) {
     __m512bh bv[kNV];
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + p * NR + v * 16);
 #pragma GCC unroll 28
     for (int r = 0; r < MR; ++r) {
-      if (r >= mr) break;
-      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * lda + p]);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[p * MR + r]);
 #pragma GCC unroll 2
       for (int v = 0; v < kNV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], av, bv[v]);
     }
   }
+  if (!last) {
 #pragma GCC unroll 28
-  for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < kNV; ++v) _mm512_storeu_ps(acc + r * NR + v * 16, c[r][v]);
+      for (int v = 0; v < kNV; ++v) _mm512_store_ps(acc + r * NR + v * 16, c[r][v]);
+    return;
+  }
+  __mmask16 m[kNV];
+  for (int v = 0; v < kNV; ++v) {
+    const int left = nc - v * 16;
+    m[v] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+  }
+#pragma GCC unroll 28
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV; ++v)
+      _mm512_mask_storeu_ps(C + (i + r) * N + j + v * 16, m[v],
+                            EpiV(c[r][v], m[v], i + r, j + v * 16, N, bias, R));
+  }
 #else
   if (first) memset(acc, 0, sizeof(float) * MR * NR);
   for (long p = 0; p < np; ++p)
-    for (int r = 0; r < mr; ++r) {
-      const uint32_t ap = a[r * lda + p];
+    for (int r = 0; r < MR; ++r) {
+      const uint32_t ap = a[p * MR + r];
       const float a0 = FromBf16((uint16_t)ap), a1 = FromBf16((uint16_t)(ap >> 16));
       for (int n = 0; n < NR; ++n) {
         const uint32_t bp = b[p * NR + n];
         acc[r * NR + n] += a0 * FromBf16((uint16_t)bp) + a1 * FromBf16((uint16_t)(bp >> 16));
       }
     }
+  if (last)
+    for (int r = 0; r < mr; ++r)
+      for (int n = 0; n < nc; ++n)
+        C[(i + r) * N + j + n] = kiln_rt::Epilogue<EPI>(acc[r * NR + n], i + r, j + n, N, bias, R);
 #endif
 }
 
@@ -132,39 +195,41 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   const float* bias = (const float*)args[2];
   const float* R = (const float*)args[3];
   float* C = (float*)args[4];
-  // The activations as bf16 pairs, rows of KP pairs (zero past K).
-  uint32_t* ap = (uint32_t*)malloc(sizeof(uint32_t) * (size_t)M * KP + 64);
-  kiln_rt::ParallelFor(M, NT, [&](long i) {
-    for (long p = 0; p < KP; ++p) {
-      const float x0 = A[i * K + 2 * p], x1 = 2 * p + 1 < K ? A[i * K + 2 * p + 1] : 0.0f;
-      ap[i * KP + p] = ToBf16(x0) | ((uint32_t)ToBf16(x1) << 16);
+  // The activations as bf16 pairs in panels of MR rows (rows past M zero).
+  const long panels = (M + MR - 1) / MR;
+  uint32_t* ap = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * ((size_t)panels * KP * MR + 16));
+  kiln_rt::ParallelFor(panels, NT, [&](long ip) {
+    uint32_t* dst = ap + ip * KP * MR;
+    for (int r = 0; r < MR; ++r) {
+      const long i = ip * MR + r;
+      if (i < M) {
+        PackRow(A + i * K, K, dst + r);
+      } else {
+        for (long p = 0; p < KP; ++p) dst[p * MR + r] = 0;
+      }
     }
   });
   const long row_blocks = (M + MC - 1) / MC, col_blocks = (N + NC - 1) / NC;
+  const bool sliced = KP > KC / 2;  // partial sums kept between slices
   kiln_rt::ParallelFor(row_blocks * col_blocks, NT, [&](long item) {
-    const long i0 = (item / col_blocks) * MC, j0 = (item % col_blocks) * NC;
+    // Column-block-major: consecutive items (on either thread) share one block of weights, read
+    // from memory once and then from the caches; the packed activations are the smaller operand.
+    const long i0 = (item % row_blocks) * MC, j0 = (item / row_blocks) * NC;
     const long i1 = i0 + MC < M ? i0 + MC : M, j1 = j0 + NC < N ? j0 + NC : N;
-    const long p0 = j0 / NR, p1 = (j1 + NR - 1) / NR;
-    // The block's C tiles, accumulated over the K slices.
-    float* tiles = (float*)aligned_alloc(64, sizeof(float) * MC * NC);
+    const long q0 = j0 / NR, q1 = (j1 + NR - 1) / NR;
+    float* tiles = sliced ? (float*)aligned_alloc(64, sizeof(float) * MC * NC) : nullptr;
     for (long k0 = 0; k0 < KP; k0 += KC / 2) {
       const long np = KP - k0 < KC / 2 ? KP - k0 : KC / 2;
+      const bool first = k0 == 0, last = k0 + np == KP;
       for (long i = i0; i < i1; i += MR) {
         const int mr = i1 - i < MR ? (int)(i1 - i) : MR;
-        for (long p = p0; p < p1; ++p) {
-          float* acc = tiles + ((i - i0) / MR * (p1 - p0) + (p - p0)) * MR * NR;
-          Micro(mr, np, ap + i * KP + k0, KP, B + (p * KP + k0) * NR, acc, k0 == 0);
+        const uint32_t* a = ap + (i / MR) * KP * MR + k0 * MR;
+        for (long q = q0; q < q1; ++q) {
+          float* acc = tiles ? tiles + ((i - i0) / MR * (q1 - q0) + (q - q0)) * MR * NR : nullptr;
+          const long j = q * NR;
+          const int nc = j1 - j < NR ? (int)(j1 - j) : NR;
+          Micro(np, a, B + (q * KP + k0) * NR, acc, first, last, C, mr, nc, i, j, N, bias, R);
         }
-      }
-    }
-    for (long i = i0; i < i1; i += MR) {
-      const int mr = i1 - i < MR ? (int)(i1 - i) : MR;
-      for (long p = p0; p < p1; ++p) {
-        const float* acc = tiles + ((i - i0) / MR * (p1 - p0) + (p - p0)) * MR * NR;
-        const long jn = (p + 1) * NR < j1 ? (p + 1) * NR : j1;
-        for (int r = 0; r < mr; ++r)
-          for (long j = p * NR; j < jn; ++j)
-            C[(i + r) * N + j] = Epi(acc[r * NR + (j - p * NR)], i + r, j, N, bias, R);
       }
     }
     free(tiles);
