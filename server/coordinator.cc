@@ -74,15 +74,9 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
                   [this](JobEntry& job, v1::JobEvent::Kind kind, int task,
                          const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
                   [this](JobEntry& job) { UpdateBestTokensLocked(job); }}),
-      jobs_outside_memory_(options.read_only) {
-  proposers_running_ = std::max(1, options_.proposer_threads);
-  for (int i = 0; i < proposers_running_; ++i) proposers_.emplace_back([this] { RunProposer(); });
-}
+      jobs_outside_memory_(options.read_only) {}
 
-Coordinator::~Coordinator() {
-  Shutdown();
-  for (std::thread& t : proposers_) t.join();
-}
+Coordinator::~Coordinator() { Shutdown(); }
 
 uint64_t Coordinator::Entropy() { return rng_(); }
 
@@ -342,8 +336,7 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   job.job.clear_waiting();
   job.job.set_finished_unix_ms(clock_->NowMs());
   NoteBestFromEarlierJobs(job);
-  for (size_t i = 0; i < job.tasks.size(); ++i)  // a strategy that saves sees all
-    RequestProposalsLocked(job, i, 0);
+  for (TaskState& task : job.tasks) task.FlushObservations();  // a strategy that saves sees all
   // Trials not yet run are dropped; late reports for leased ones are answered as stale.
   for (const std::string& id : job.DropPending()) trial_job_.erase(id);
   batch.jobs.push_back(job.job);
@@ -408,7 +401,6 @@ void Coordinator::Shutdown() {
   shutdown_ = true;
   work_cv_.notify_all();
   event_cv_.notify_all();
-  proposer_cv_.notify_all();
 }
 
 }  // namespace kiln::server

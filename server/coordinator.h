@@ -1,25 +1,21 @@
 // The coordinator core: jobs, tasks, trial leasing, results and events. Plain C++ over a Store;
 // the gRPC services are thin adapters over it (server/services.cc). Its members are defined in
 // coordinator.cc (jobs, events), trial_scheduler.cc (leasing trials, applying results; see
-// trial_scheduler.h), proposer.cc (strategies proposing off the mutex), fleet.cc (workers, lease
-// expiry, Tick, Recover) and persistence.cc (jobs rebuilt from the store); final rounds are
-// server/final_rounds.h, tuning records server/tuning_record.h.
+// trial_scheduler.h), fleet.cc (workers, lease expiry, Tick, Recover) and persistence.cc (jobs
+// rebuilt from the store); final rounds are server/final_rounds.h, tuning records
+// server/tuning_record.h.
 #pragma once
 
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/strategy.h"
 #include "common/clock.h"
 #include "kiln/v1/tuning_service.pb.h"
 #include "kiln/v1/worker_service.pb.h"
@@ -57,15 +53,6 @@ struct CoreOptions {
   // A standby's reader (server/coordinator_server.h): no job is in memory and every read goes to
   // the store, which another coordinator leads.
   bool read_only = false;
-  // Threads that run the strategies' Propose and Observe (server/proposer.cc), each for one task
-  // at a time: this many slow strategies proposing at once hold up the others' proposals (never
-  // leasing or reporting).
-  int proposer_threads = 2;
-  // Makes each task's strategy when a job is bound (tests: a strategy of their own); unset:
-  // agent::NewStrategy.
-  std::function<absl::StatusOr<std::unique_ptr<agent::Strategy>>(const std::string& name,
-                                                                 agent::StrategyContext context)>
-      new_strategy;
 };
 
 class Coordinator {
@@ -113,14 +100,8 @@ class Coordinator {
 
   // Periodic housekeeping: lease expiry, time budgets, gauges. Called by a background thread.
   void Tick();
-  // Wakes every long-poll so the server can stop; the proposer makes no more proposals (it still
-  // tells strategies the results queued for them).
+  // Wakes every long-poll so the server can stop.
   void Shutdown();
-  // Until the proposer has answered every request queued so far (server/proposer.cc); returns
-  // how many requests for proposals it has answered since the start. For tests and tools that
-  // drive the core one call at a time: when a lease comes back short and the count did not move
-  // across it, there is no work now, rather than work still being proposed.
-  uint64_t WaitForProposals();
 
   // Jobs held in memory (finished jobs past the retention period are not), and their trials
   // (a finished job's leave memory at the next Tick).
@@ -211,28 +192,6 @@ class Coordinator {
   absl::StatusOr<v1::Job> StoredJobLocked(const std::string& job_id);
   void PurgeLostWorkersLocked();
 
-  // server/proposer.cc. Strategies propose on a thread of their own, the proposer, so that a slow
-  // one (a policy's model update and screening take milliseconds) never holds mu_: leasing and
-  // reporting go on for every job meanwhile, and a task waiting for its proposals is passed over.
-  struct ProposalRequest {
-    uint64_t id = 0;  // TaskState::proposing; 0 for a request that only tells the strategy
-    std::string job_id;
-    int task = 0;
-    int n = 0;  // proposals asked for; 0: only the exclusions and observations below
-    std::shared_ptr<TaskStrategy> strategy;
-    std::vector<codegen::Config> exclude;  // told before it proposes
-    std::vector<agent::Observation> observations;
-  };
-  // Queues a request for up to `n` proposals of `task` (0: none, only what the strategy has not
-  // been told), handing it the task's exclusions and results not yet told.
-  void RequestProposalsLocked(JobEntry& job, int task, int n);
-  void RunProposer();
-  // The proposals `made` for `request` join its task's ready queue, or none at all ends the task
-  // (as a strategy with nothing new to propose), when its job still runs and the task is the one
-  // that asked (a finished, evicted or rebuilt job's are dropped).
-  void DeliverProposalsLocked(const ProposalRequest& request, std::vector<codegen::Config> made,
-                              WriteBatch& batch);
-
   Store* store_;
   GroupCommit commits_;
   const Clock* clock_;
@@ -257,18 +216,6 @@ class Coordinator {
   // loads them again.
   std::set<std::string> reload_pending_;
   std::set<std::string> worker_gauge_types_;  // chip types given a kiln_workers gauge
-  // The proposers' queue (under mu_), oldest first. A request waits while another of the same
-  // strategy runs, so a task's results and exclusions reach its strategy in the order they came;
-  // requests of different tasks run side by side, so one slow strategy does not hold up the
-  // proposals of every other job.
-  std::deque<ProposalRequest> proposals_;
-  int proposers_busy_ = 0;     // requests taken off the queue and not yet answered
-  int proposers_running_ = 0;  // threads not yet ended (they end after Shutdown)
-  uint64_t next_proposal_id_ = 1;
-  uint64_t proposals_answered_ = 0;      // requests for proposals (n > 0) answered
-  std::condition_variable proposer_cv_;  // a request runnable, or shutdown
-  std::condition_variable proposed_cv_;  // the proposers have nothing left to do
-  std::vector<std::thread> proposers_;   // last: started once every other member is
 };
 
 }  // namespace kiln::server

@@ -4,7 +4,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,22 +15,10 @@
 
 namespace kiln::server {
 
-// A task's strategy and the lock that serializes the calls into it. Shared by the task and the
-// coordinator's proposer threads (server/proposer.cc), which call Propose and Observe with only
-// this lock held, never the coordinator's mutex: a strategy that takes milliseconds to propose
-// must not stall leasing and reporting for every job. A request holds it alive when its job is
-// finished, evicted or reloaded meanwhile.
-struct TaskStrategy {
-  explicit TaskStrategy(std::unique_ptr<agent::Strategy> s) : impl(std::move(s)) {}
-  std::mutex mu;
-  std::unique_ptr<agent::Strategy> impl;
-  bool busy = false;  // a proposer runs a request of it (under the coordinator's mutex)
-};
-
 struct TaskState {
-  std::shared_ptr<TaskStrategy> strategy;  // set once the job is bound to a chip type
-  int proposed = 0;                        // TUNE trials created so far
-  bool exhausted = false;                  // the strategy has nothing new to propose
+  std::unique_ptr<agent::Strategy> strategy;  // set once the job is bound to a chip type
+  int proposed = 0;                           // TUNE trials created so far
+  bool exhausted = false;                     // the strategy has nothing new to propose
   bool baseline_created = false;
   // The task's first proposals (StartingConfigs, server/trial_scheduler.h), loaded once when it
   // starts.
@@ -54,14 +41,11 @@ struct TaskState {
   // when the task starts (Store::RecordKeyHashes); only these are looked up. Unset: look up each.
   std::optional<std::vector<uint64_t>> record_keys;  // RecordKeyHash of each, sorted
   std::vector<agent::Observation> unseen;
-  // Starts handed out that the strategy is not yet told of (Strategy::Exclude): told with the
-  // next request, before it proposes (a task asks for proposals only once its starts are out).
-  std::vector<codegen::Config> unexcluded;
-  // The proposer's request for this task now queued or running (0: none). Its proposals join
-  // `ready` only while this still names it: a task reset or rebuilt meanwhile drops them.
-  uint64_t proposing = 0;
-  // Nothing to hand out until the proposer answers.
-  bool AwaitingProposals() const { return proposing != 0 && ready.empty() && starts.empty(); }
+  // Tells the strategy the results it has not seen (at most one model update).
+  void FlushObservations() {
+    if (strategy && !unseen.empty()) strategy->Observe(unseen);
+    unseen.clear();
+  }
 };
 
 inline constexpr int kMaxProposeAhead = 64;

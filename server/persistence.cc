@@ -38,13 +38,10 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
                      previous->tasks.size() == entry->tasks.size();
   if (reuse) {
     for (size_t i = 0; i < entry->tasks.size(); ++i) {
-      // A request of the previous entry may still be at the proposer: its strategy is shared,
-      // and its proposals are dropped (the new entry's task did not ask for them).
       entry->tasks[i].strategy = std::move(previous->tasks[i].strategy);
       entry->tasks[i].exhausted = previous->tasks[i].exhausted;
-      // Results and starts it was not yet told of: it is not fed the stored trials again.
+      // Results it was not yet told: it is not fed the stored trials again.
       entry->tasks[i].unseen = std::move(previous->tasks[i].unseen);
-      entry->tasks[i].unexcluded = std::move(previous->tasks[i].unexcluded);
     }
   } else if (!entry->terminal() && !entry->job.chip_type().empty()) {
     absl::Status bound = BindLocked(*entry, entry->job.chip());
@@ -62,12 +59,11 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
     if (t.kind() == v1::FINAL) task.finals_started = true;
     if (t.kind() == v1::TUNE) {
       task.proposed++;
-      if (task.strategy && !reuse) {  // just bound: no request holds it yet
-        std::lock_guard<std::mutex> own(task.strategy->mu);
-        task.strategy->impl->Exclude(codegen::FromProto(t.config()));
+      if (task.strategy && !reuse) {
+        task.strategy->Exclude(codegen::FromProto(t.config()));
         if (t.state() == v1::DONE)
-          task.strategy->impl->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
-                                         t.measurement().median_us()}});
+          task.strategy->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
+                                   t.measurement().median_us()}});
       }
     }
     if (t.state() == v1::LEASED) {

@@ -118,11 +118,7 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
     ctx.chip = chip;
     ctx.seed = job.job.spec().seed() + i;
     if (metrics_) ctx.metrics = metrics_->AgentSink(job.job.id());
-    const std::string& name = job.job.spec().strategy();
-    ASSIGN_OR_RETURN(std::unique_ptr<agent::Strategy> strategy,
-                     options_.new_strategy ? options_.new_strategy(name, std::move(ctx))
-                                           : agent::NewStrategy(name, std::move(ctx)));
-    job.tasks[i].strategy = std::make_shared<TaskStrategy>(std::move(strategy));
+    ASSIGN_OR_RETURN(job.tasks[i].strategy, agent::NewStrategy(job.job.spec().strategy(), ctx));
   }
   return absl::OkStatus();
 }
@@ -196,28 +192,16 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
   if (model && PickModelTask(job) < 0) return finals_or_step();
   for (int cached = 0; cached < kMaxCachedPerCall;) {
     // Model jobs: the task with the largest expected gain in tokens/s (Ansor's rule); single
-    // operators: the task furthest behind its budget share. A task waiting for its strategy's
-    // proposals is passed over; when only such tasks are left, the job has no trial now (the
-    // proposer wakes the long-polling leases when it answers).
+    // operators: the task furthest behind its budget share.
     int pick = -1;
-    bool awaiting = false;
     double least = 2;
     for (size_t i = 0; i < job.tasks.size() && !model; ++i) {
       const TaskState& t = job.tasks[i];
       double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
       // (finals_started: its budget was spent; `exhausted` is not stored across a restart)
-      if (job.BudgetSpent(i) || t.finals_started) continue;
-      if (t.AwaitingProposals()) {
-        awaiting = true;
-      } else if (used < least) {
-        least = used, pick = i;
-      }
+      if (!job.BudgetSpent(i) && !t.finals_started && used < least) least = used, pick = i;
     }
-    if (model) {
-      pick = PickModelTask(job, /*skip_awaiting=*/true);
-      awaiting = pick < 0 && PickModelTask(job) >= 0;
-    }
-    if (pick < 0 && awaiting) return nullptr;
+    if (model) pick = PickModelTask(job);
     if (pick < 0) return model ? finals_or_step() : finals_.StartLocked(job, batch);
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
@@ -264,24 +248,22 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     if (!task.starts.empty()) {
       configs = {task.starts.front()};
       task.starts.erase(task.starts.begin());
-      task.unexcluded.push_back(configs[0]);  // told before the strategy first proposes
+      task.strategy->Exclude(configs[0]);
       again = task.remeasure.erase(codegen::ConfigKey(configs[0])) > 0;
     } else {
       if (task.ready.empty()) {
-        // The next batch is made by the proposer, off mu_ (server/proposer.cc), once the last
-        // one has run out rather than ahead of it: the strategy learns from every result that
-        // came back first, as when it proposed here. Meanwhile this task is passed over.
-        if (!task.strategy) {  // never so for a bound job; the loop must not pick it again
-          task.exhausted = true;
-          continue;
-        }
-        if (!task.proposing) {
-          int in_flight = 0;
-          for (const auto& [seq, t] : job.leased) in_flight += t->task_index() == pick;
-          const int ahead = std::min({std::max(1, in_flight), kMaxProposeAhead,
-                                      std::max(1, job.Budget(pick) - task.proposed)});
-          RequestProposalsLocked(job, pick, ahead);
-        }
+        task.FlushObservations();
+        int in_flight = 0;
+        for (const auto& [seq, t] : job.leased) in_flight += t->task_index() == pick;
+        const int ahead = std::min({std::max(1, in_flight), kMaxProposeAhead,
+                                    std::max(1, job.Budget(pick) - task.proposed)});
+        auto propose_start = std::chrono::steady_clock::now();
+        std::vector<codegen::Config> made = task.strategy->Propose(ahead);
+        if (metrics_) metrics_->Proposed(task.strategy->name(), made.size(), propose_start);
+        for (auto& c : made) task.ready.push_back(std::move(c));
+      }
+      if (task.ready.empty()) {
+        task.exhausted = true;
         continue;
       }
       configs = {std::move(task.ready.front())};

@@ -6,11 +6,10 @@
 //                         best so far.
 //   NextTrialLocked       a job's next trial: a pending one, oldest first (MayLeaseLocked sends a
 //                         re-measurement to another worker), then each task's baseline, then a
-//                         new proposal (StartingConfigs, then the strategy's, made by the
-//                         proposers, server/proposer.cc) for the task picked next, answered from
-//                         the store when this exact kernel was measured here (but for the best
-//                         known configurations, BestKnownConfigs, timed again); once budgets are
-//                         spent, final rounds and a model job's composed step.
+//                         new proposal (StartingConfigs, then the strategy's) for the task picked
+//                         next, answered from the store when this exact kernel was measured here
+//                         (but for the best known configurations, BestKnownConfigs, timed again);
+//                         once budgets are spent, final rounds and a model job's composed step.
 //   ReportResults (RPC)   accepts results from the lease holder only, with plausible figures.
 //   ApplyResultLocked     a result's effect: counts, the strategy told, a new best re-measured.
 //   ApplyRemeasureLocked  a new best confirmed, or demoted.

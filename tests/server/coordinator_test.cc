@@ -55,7 +55,7 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   std::vector<v1::Trial> Lease(const std::string& worker, int n = 1) {
-    auto resp = testing::LeaseWhenProposed(*core_, LeaseRequest(worker, n), "");
+    auto resp = core_->LeaseTrials(LeaseRequest(worker, n), "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return {resp->trials().begin(), resp->trials().end()};
   }

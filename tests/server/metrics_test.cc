@@ -47,7 +47,7 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
     v1::LeaseTrialsRequest lease;
     lease.set_worker_id(worker);
     lease.set_max_trials(4);
-    auto trials = testing::LeaseWhenProposed(core, lease, "")->trials();
+    auto trials = core.LeaseTrials(lease, "")->trials();
     if (trials.empty()) break;
     v1::ReportResultsRequest report;
     report.set_worker_id(worker);

@@ -80,7 +80,7 @@ class RobustnessTest : public ::testing::Test {
     v1::LeaseTrialsRequest r;
     r.set_worker_id(worker);
     r.set_max_trials(1);
-    return testing::LeaseWhenProposed(*core_, r, "");
+    return core_->LeaseTrials(r, "");
   }
   absl::StatusOr<v1::ReportResultsResponse> Report(const std::string& worker, const v1::Trial& t,
                                                    v1::Measurement m) {

@@ -12,7 +12,6 @@
 #include "codegen/knob_space.h"
 #include "kiln/v1/types.pb.h"
 #include "kiln/v1/worker_service.pb.h"
-#include "server/coordinator.h"
 #include "server/store/store.h"
 
 namespace kiln::server::testing {
@@ -82,28 +81,6 @@ inline v1::LeaseTrialsRequest LeaseRequest(const std::string& worker, int n = 1)
   r.set_worker_id(worker);
   r.set_max_trials(n);
   return r;
-}
-
-// LeaseTrials as a single-threaded test drives it, one call at a time: a lease that comes back
-// short while the proposer makes a job's next configurations (server/proposer.cc) is topped up
-// once it has answered. An empty answer then means there is no trial to hand out, not one still
-// being proposed, and a test sees the trials a lease would have had with proposals made at once.
-inline absl::StatusOr<v1::LeaseTrialsResponse> LeaseWhenProposed(Coordinator& core,
-                                                                 const v1::LeaseTrialsRequest& r,
-                                                                 const std::string& caller) {
-  const int max = std::max(1, r.max_trials());
-  v1::LeaseTrialsResponse out;
-  while (out.trials_size() < max) {
-    const uint64_t answered = core.WaitForProposals();
-    v1::LeaseTrialsRequest more = r;
-    more.set_max_trials(max - out.trials_size());
-    absl::StatusOr<v1::LeaseTrialsResponse> next = core.LeaseTrials(more, caller);
-    if (!next.ok()) return next;
-    for (auto& t : *next->mutable_trials()) *out.add_trials() = std::move(t);
-    // Short, and no proposal was asked for meanwhile: nothing more to hand out now.
-    if (out.trials_size() < max && core.WaitForProposals() == answered) break;
-  }
-  return out;
 }
 
 // The report of one trial's measurement, from `worker` at the trial's attempt.

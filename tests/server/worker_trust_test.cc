@@ -68,7 +68,7 @@ class WorkerTrustTest : public ::testing::Test {
     v1::LeaseTrialsRequest r;
     r.set_worker_id(worker);
     r.set_max_trials(1);
-    return testing::LeaseWhenProposed(*core_, r, caller);
+    return core_->LeaseTrials(r, caller);
   }
 
   std::vector<v1::Trial> Lease(const std::string& worker, const std::string& caller = "") {

@@ -30,7 +30,7 @@ class ModelJobTest : public ::testing::Test {
     v1::LeaseTrialsRequest r;
     r.set_worker_id(worker_);
     r.set_max_trials(1);
-    auto resp = testing::LeaseWhenProposed(*core_, r, "");
+    auto resp = core_->LeaseTrials(r, "");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return {resp->trials().begin(), resp->trials().end()};
   }
