@@ -88,11 +88,23 @@ void FillArg(const ArgSpec& spec, void* data, uint64_t seed, int experts, int to
       }
     return;
   }
-  if (spec.elem == Elem::kQuant) {  // uniform weights, quantized
-    std::vector<float> w(static_cast<size_t>(spec.quant_k * spec.quant_n));
-    FillUniform(w.data(), w.size(), seed);
-    QuantizeWeights(w.data(), spec.quant_k, spec.quant_n, spec.quant_bits,
-                    static_cast<uint8_t*>(data));
+  if (spec.elem == Elem::kQuant) {
+    // Uniform quantized weights, drawn in the format itself: every value of its range, scales
+    // in [0.5, 1.5) / qmax. No float matrix quantized first: a model's experts are GBs of them.
+    const int qmax = spec.quant_bits == 4 ? 7 : 127, qmin = spec.quant_bits == 4 ? -8 : -127;
+    const size_t values = static_cast<size_t>(spec.quant_k * spec.quant_n);
+    const size_t scales = static_cast<size_t>(spec.quant_k / kQuantGroup * spec.quant_n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 7;
+    auto next = [&s]() {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<uint32_t>(s >> 33);
+    };
+    int8_t* q = static_cast<int8_t*>(data);
+    for (size_t i = 0; i < values; ++i)
+      q[i] = static_cast<int8_t>(qmin + next() % (qmax - qmin + 1));
+    uint16_t* sc = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(data) + values);
+    for (size_t i = 0; i < scales; ++i)
+      sc[i] = FloatToHalf((0.5f + (next() & 0xffff) / 65536.0f) / qmax);
     return;
   }
   std::vector<float> tmp;
