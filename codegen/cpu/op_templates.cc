@@ -110,7 +110,8 @@ std::vector<OpDef> Defs() {
          s.AddKnob("NT", Threads(c), "threads over (row block, column block) items");
          s.AddKnob("MR", {8, 6, 4, 12, 14}, "rows of the register tile");
          s.AddKnob("NR", {32, 16}, "columns of the register tile (16-lane vectors)");
-         s.AddKnob("KC", {256, 128, 512, 1024}, "depth of a K slice");
+         // Deep slices first: each slice ends with the tile's partial sums stored and reloaded.
+         s.AddKnob("KC", {1024, 512, 256, 128}, "depth of a K slice");
          s.AddKnob("NC", nc, "columns per work item");
          s.AddKnob("MT", {8, 4, 16, 32}, "register tiles of rows per work item");
          s.AddConstraint("MR*NR/16 <= 28 (accumulators fit in 32 vector registers)",
