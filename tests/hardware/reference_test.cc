@@ -5,10 +5,13 @@
 #include <limits>
 #include <vector>
 
+#include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hardware/buffers.h"
+#include "hardware/op_cases.h"
 #include "hardware/reference/gemm_reference.h"
+#include "hardware/reference/model_ops_reference.h"
 
 namespace kiln::hardware {
 namespace {
@@ -80,6 +83,49 @@ TEST(CheckGemmTest, LargeProblemsSampleRowsAndChecksumTheRest) {
   EXPECT_FALSE(check.ok);
   EXPECT_THAT(check.message, ::testing::AnyOf(HasSubstr("row 101 "), HasSubstr("C[101]")));
   EXPECT_EQ(CheckGemm(p.M, p.N, p.K, p.a.data(), p.b.data(), p.c.data()).rows_checked, 200);
+}
+
+// A large bf16 GEMM case is verified by sampled rows and checksums, not a full double product.
+TEST(OpCaseTest, LargeBf16GemmIsSampledAndStillCatchesAWrongRow) {
+  auto w = codegen::ParseWorkload("gemm", "M=64,N=1024,K=4128", "bf16");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto c = MakeOpCase(*w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const int M = 64, N = 1024, K = 4128;
+  std::vector<float> a(size_t{1} * M * K), out(size_t{1} * M * N);
+  std::vector<uint16_t> b(size_t{1} * K * N);
+  FillArg(c->args[0], a.data(), 1);
+  FillArg(c->args[1], b.data(), 2);
+  for (int i = 0; i < M; ++i)  // an fp32 product on the widened weights
+    for (int k = 0; k < K; ++k) {
+      const float x = a[size_t{1} * i * K + k];
+      for (int j = 0; j < N; ++j)
+        out[size_t{1} * i * N + j] += x * Bf16ToFloat(b[size_t{1} * k * N + j]);
+    }
+  const std::vector<const void*> in = {a.data(), b.data(), nullptr, nullptr, nullptr};
+  const auto t0 = std::chrono::steady_clock::now();
+  OpCheck good = c->check(in, {nullptr, nullptr, nullptr, nullptr, out.data()});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(good.ok) << good.message;
+  EXPECT_LT(seconds, 5.0);  // the full double product took ~0.3 s per 10^8 MACs: not that
+  // Activations rounded to bf16 (a DOT=1 kernel) pass too.
+  std::vector<float> rounded(out.size());
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      const float x = Bf16ToFloat(FloatToBf16(a[size_t{1} * i * K + k]));
+      for (int j = 0; j < N; ++j)
+        rounded[size_t{1} * i * N + j] += x * Bf16ToFloat(b[size_t{1} * k * N + j]);
+    }
+  OpCheck dot = c->check(in, {nullptr, nullptr, nullptr, nullptr, rounded.data()});
+  EXPECT_TRUE(dot.ok) << dot.message;
+  // One row that lost its last eighth of K (a dropped slice) fails.
+  for (int k = K - K / 8; k < K; ++k)
+    for (int j = 0; j < N; ++j)
+      out[size_t{37} * N + j] -= a[size_t{37} * K + k] * Bf16ToFloat(b[size_t{1} * k * N + j]);
+  OpCheck bad = c->check(in, {nullptr, nullptr, nullptr, nullptr, out.data()});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_THAT(bad.message, HasSubstr("rounded to bf16"));
 }
 
 // One reference, many outputs: what a long-lived trial process does for kernel after kernel.
