@@ -189,7 +189,7 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   PushEventLocked(*entry, v1::JobEvent::STATE);
   jobs_[id] = std::move(entry);
   UpdateGaugesLocked();
-  work_cv_.notify_all();
+  WakeLeasesLocked();
   return id;
 }
 
@@ -336,7 +336,16 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   job.job.clear_waiting();
   job.job.set_finished_unix_ms(clock_->NowMs());
   NoteBestFromEarlierJobs(job);
-  for (TaskState& task : job.tasks) task.FlushObservations();  // a strategy that saves sees all
+  // A strategy that saves sees all; told off the mutex by the next lease or report.
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    TaskState& task = job.tasks[i];
+    if (!task.strategy || task.unseen.empty()) continue;
+    ProposeRequest told;
+    told.strategy = task.strategy;
+    told.unseen = std::move(task.unseen);
+    task.unseen.clear();
+    finished_observations_.push_back(std::move(told));
+  }
   // Trials not yet run are dropped; late reports for leased ones are answered as stale.
   for (const std::string& id : job.DropPending()) trial_job_.erase(id);
   batch.jobs.push_back(job.job);
@@ -355,7 +364,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
   if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
   if (!job.Settled()) return;
   if (finals_.StartLocked(job, batch)) {
-    work_cv_.notify_all();
+    WakeLeasesLocked();
     return;
   }
   for (const auto& task : job.job.tasks()) {
@@ -400,6 +409,7 @@ void Coordinator::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
   work_cv_.notify_all();
+  proposal_cv_.notify_all();
   event_cv_.notify_all();
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/strategy.h"
 #include "common/clock.h"
 #include "kiln/v1/tuning_service.pb.h"
 #include "kiln/v1/worker_service.pb.h"
@@ -53,6 +55,11 @@ struct CoreOptions {
   // A standby's reader (server/coordinator_server.h): no job is in memory and every read goes to
   // the store, which another coordinator leads.
   bool read_only = false;
+  // Makes each task's strategy when a job is bound (tests: a strategy of their own); unset:
+  // agent::NewStrategy.
+  std::function<absl::StatusOr<std::unique_ptr<agent::Strategy>>(const std::string& name,
+                                                                 agent::StrategyContext context)>
+      new_strategy = nullptr;
 };
 
 class Coordinator {
@@ -117,8 +124,34 @@ class Coordinator {
   JobEntry* FindJobLocked(const std::string& job_id);
   absl::StatusOr<JobEntry*> GetJobLocked(const std::string& job_id);
   absl::Status BindLocked(JobEntry& job, const v1::ChipFingerprint& chip);
-  // The next trial of `job` for `worker`, or null when it has none now.
-  v1::Trial* NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker, WriteBatch& batch);
+  // A task's next proposals, asked by the lease that found them run out (TaskState::proposing)
+  // and made by that lease with the mutex released: the results and starts the strategy was not
+  // yet told of, then Propose(n).
+  struct ProposeRequest {
+    std::string job_id;
+    int task = 0;
+    int n = 0;
+    uint64_t id = 0;
+    std::shared_ptr<TaskStrategy> strategy;
+    std::vector<agent::Observation> unseen;
+    std::vector<codegen::Config> unexcluded;
+    std::vector<codegen::Config> made;
+  };
+  // The next trial of `job` for `worker`, or null when it has none now. A task whose proposals
+  // ran out adds a request to `requests` and is passed over until the lease is back with them.
+  v1::Trial* NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker, WriteBatch& batch,
+                             std::vector<ProposeRequest>& requests);
+  // Runs `requests` (without the mutex: only each strategy's own lock is held).
+  void ProposeUnlocked(std::vector<ProposeRequest>& requests);
+  // Adds each request's proposals to its task's ready queue, unless the job finished, left memory
+  // or was rebuilt meanwhile (then they are dropped); a task that got none is exhausted. True
+  // when every request added some.
+  bool LandProposalsLocked(std::vector<ProposeRequest>& requests);
+  // The last results of finished jobs (FinishLocked), told to their strategies without the mutex
+  // by the next lease or report: a strategy that saves sees all. Returns those whose strategy is
+  // busy proposing; TellFinishedUnlocked queues them again for a later call.
+  std::vector<ProposeRequest> ObserveFinishedUnlocked(std::vector<ProposeRequest> finished);
+  void TellFinishedUnlocked(std::vector<ProposeRequest> finished);
   // Whether `worker` may lease `trial`: a REMEASURE goes to another worker than the one that
   // measured the first figure while another live worker of the same chip type exists.
   bool MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& worker) const;
@@ -198,7 +231,17 @@ class Coordinator {
   CoordinatorMetrics* metrics_;
   CoreOptions options_;
   std::mutex mu_;
-  std::condition_variable work_cv_;   // new work for LeaseTrials
+  std::condition_variable work_cv_;  // new work for LeaseTrials
+  // Proposals landed (LandProposalsLocked), for the leases that passed their task over while a
+  // lease proposed for it. A report wakes one of them (work_cv_ all the others): a report on a
+  // busy fleet rarely makes a trial for them, and waking them all each time cost dispatch more
+  // than it gave.
+  std::condition_variable proposal_cv_;
+  // New work of any other kind (a job submitted, leases requeued, final rounds): every lease.
+  void WakeLeasesLocked() {
+    work_cv_.notify_all();
+    proposal_cv_.notify_all();
+  }
   std::condition_variable event_cv_;  // new job events for WaitEvents
   bool shutdown_ = false;
   std::mt19937_64 rng_;
@@ -207,6 +250,12 @@ class Coordinator {
   // UpdateBestTokensLocked.
   FinalRounds finals_;
   std::map<std::string, std::unique_ptr<JobEntry>> jobs_;
+  uint64_t next_propose_id_ = 1;  // TaskState::proposing
+  // Job id -> the trials asked for by the leases waiting for its proposals (on proposal_cv_):
+  // counted into the next batch's size as if in flight.
+  std::map<std::string, int> proposal_demand_;
+  // Finished jobs' results not yet told to their strategies (ObserveFinishedUnlocked).
+  std::vector<ProposeRequest> finished_observations_;
   // Some job of the store is not in jobs_ (evicted, or not loaded at start): ListJobs reads the
   // store too.
   bool jobs_outside_memory_ = false;

@@ -133,7 +133,7 @@ absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request,
     batch.trials.push_back(t);
   }
   RETURN_IF_ERROR(WriteLocked(batch));
-  work_cv_.notify_all();
+  WakeLeasesLocked();
   return absl::OkStatus();
 }
 
@@ -151,7 +151,7 @@ void Coordinator::ExpireLeasesLocked(WriteBatch& batch) {
       any = true;
     }
   }
-  if (any) work_cv_.notify_all();
+  if (any) WakeLeasesLocked();
 }
 
 void Coordinator::Tick() {
@@ -284,7 +284,7 @@ absl::Status Coordinator::Deregister(const v1::DeregisterRequest& request,
   workers_.erase(request.worker_id());
   UpdateWaitingLocked();
   UpdateGaugesLocked();
-  work_cv_.notify_all();
+  WakeLeasesLocked();
   return absl::OkStatus();
 }
 

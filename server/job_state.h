@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,10 +16,21 @@
 
 namespace kiln::server {
 
+// A task's strategy and the lock that serializes the calls into it. A lease that finds its task's
+// proposals run out calls Observe and Propose with only this lock held, never the coordinator's
+// mutex (Coordinator::LeaseTrials): a strategy that takes milliseconds must not stall the leases
+// and reports of every job. Shared, so that a lease still proposing keeps it alive when its job is
+// finished, evicted or rebuilt meanwhile.
+struct TaskStrategy {
+  explicit TaskStrategy(std::unique_ptr<agent::Strategy> s) : impl(std::move(s)) {}
+  std::mutex mu;
+  std::unique_ptr<agent::Strategy> impl;
+};
+
 struct TaskState {
-  std::unique_ptr<agent::Strategy> strategy;  // set once the job is bound to a chip type
-  int proposed = 0;                           // TUNE trials created so far
-  bool exhausted = false;                     // the strategy has nothing new to propose
+  std::shared_ptr<TaskStrategy> strategy;  // set once the job is bound to a chip type
+  int proposed = 0;                        // TUNE trials created so far
+  bool exhausted = false;                  // the strategy has nothing new to propose
   bool baseline_created = false;
   // The task's first proposals (StartingConfigs, server/trial_scheduler.h), loaded once when it
   // starts.
@@ -41,11 +53,14 @@ struct TaskState {
   // when the task starts (Store::RecordKeyHashes); only these are looked up. Unset: look up each.
   std::optional<std::vector<uint64_t>> record_keys;  // RecordKeyHash of each, sorted
   std::vector<agent::Observation> unseen;
-  // Tells the strategy the results it has not seen (at most one model update).
-  void FlushObservations() {
-    if (strategy && !unseen.empty()) strategy->Observe(unseen);
-    unseen.clear();
-  }
+  // Starts handed out that the strategy is not yet told of (Strategy::Exclude): told by the next
+  // proposing lease, before it proposes, so that no strategy call waits under the mutex.
+  std::vector<codegen::Config> unexcluded;
+  // The id of the proposal request a lease runs for this task now (0: none). Its proposals join
+  // `ready` only while this still names it: a task reset or rebuilt meanwhile drops them.
+  uint64_t proposing = 0;
+  // Nothing to hand out until the proposing lease is back: other leases pass the task over.
+  bool AwaitingProposals() const { return proposing != 0 && ready.empty() && starts.empty(); }
 };
 
 inline constexpr int kMaxProposeAhead = 64;

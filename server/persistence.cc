@@ -38,10 +38,14 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
                      previous->tasks.size() == entry->tasks.size();
   if (reuse) {
     for (size_t i = 0; i < entry->tasks.size(); ++i) {
+      // A lease may still be proposing with the previous entry's strategy: it holds its own
+      // reference and the strategy's lock, and its proposals are dropped (this entry's task did
+      // not ask for them); only the pointer moves here, no call into the strategy.
       entry->tasks[i].strategy = std::move(previous->tasks[i].strategy);
       entry->tasks[i].exhausted = previous->tasks[i].exhausted;
-      // Results it was not yet told: it is not fed the stored trials again.
+      // Results and starts it was not yet told of: it is not fed the stored trials again.
       entry->tasks[i].unseen = std::move(previous->tasks[i].unseen);
+      entry->tasks[i].unexcluded = std::move(previous->tasks[i].unexcluded);
     }
   } else if (!entry->terminal() && !entry->job.chip_type().empty()) {
     absl::Status bound = BindLocked(*entry, entry->job.chip());
@@ -59,11 +63,12 @@ absl::StatusOr<std::unique_ptr<JobEntry>> Coordinator::LoadJobEntryLocked(v1::Jo
     if (t.kind() == v1::FINAL) task.finals_started = true;
     if (t.kind() == v1::TUNE) {
       task.proposed++;
-      if (task.strategy && !reuse) {
-        task.strategy->Exclude(codegen::FromProto(t.config()));
+      if (task.strategy && !reuse) {  // just bound: no lease holds it yet, the lock is free
+        std::lock_guard<std::mutex> own(task.strategy->mu);
+        task.strategy->impl->Exclude(codegen::FromProto(t.config()));
         if (t.state() == v1::DONE)
-          task.strategy->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
-                                   t.measurement().median_us()}});
+          task.strategy->impl->Observe({{codegen::FromProto(t.config()), t.measurement().status(),
+                                         t.measurement().median_us()}});
       }
     }
     if (t.state() == v1::LEASED) {
@@ -165,7 +170,7 @@ void Coordinator::RetryReloadsLocked() {
       JobEntry& job = **entry;
       AdoptJobLocked(std::move(*entry));
       PushEventLocked(job, v1::JobEvent::STATE);
-      work_cv_.notify_all();
+      WakeLeasesLocked();
     }
     it = reload_pending_.erase(it);
   }

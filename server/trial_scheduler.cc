@@ -118,7 +118,11 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
     ctx.chip = chip;
     ctx.seed = job.job.spec().seed() + i;
     if (metrics_) ctx.metrics = metrics_->AgentSink(job.job.id());
-    ASSIGN_OR_RETURN(job.tasks[i].strategy, agent::NewStrategy(job.job.spec().strategy(), ctx));
+    const std::string& name = job.job.spec().strategy();
+    ASSIGN_OR_RETURN(std::unique_ptr<agent::Strategy> strategy,
+                     options_.new_strategy ? options_.new_strategy(name, std::move(ctx))
+                                           : agent::NewStrategy(name, std::move(ctx)));
+    job.tasks[i].strategy = std::make_shared<TaskStrategy>(std::move(strategy));
   }
   return absl::OkStatus();
 }
@@ -169,7 +173,7 @@ bool Coordinator::MayLeaseLocked(const v1::Trial& trial, const v1::WorkerInfo& w
 }
 
 v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& worker,
-                                        WriteBatch& batch) {
+                                        WriteBatch& batch, std::vector<ProposeRequest>& requests) {
   const std::string& chip_type = worker.chip().chip_type();
   for (auto& [seq, t] : job.pending)  // oldest first
     if (MayLeaseLocked(*t, worker)) return t;
@@ -192,16 +196,28 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
   if (model && PickModelTask(job) < 0) return finals_or_step();
   for (int cached = 0; cached < kMaxCachedPerCall;) {
     // Model jobs: the task with the largest expected gain in tokens/s (Ansor's rule); single
-    // operators: the task furthest behind its budget share.
+    // operators: the task furthest behind its budget share. A task waiting for a lease to bring
+    // its strategy's proposals is passed over; when only such tasks are left, the job has no
+    // trial now (that lease takes them, or wakes the long-polls when it is back).
     int pick = -1;
+    bool awaiting = false;
     double least = 2;
     for (size_t i = 0; i < job.tasks.size() && !model; ++i) {
       const TaskState& t = job.tasks[i];
       double used = static_cast<double>(t.proposed) / std::max(1, job.Budget(i));
       // (finals_started: its budget was spent; `exhausted` is not stored across a restart)
-      if (!job.BudgetSpent(i) && !t.finals_started && used < least) least = used, pick = i;
+      if (job.BudgetSpent(i) || t.finals_started) continue;
+      if (t.AwaitingProposals()) {
+        awaiting = true;
+      } else if (used < least) {
+        least = used, pick = i;
+      }
     }
-    if (model) pick = PickModelTask(job);
+    if (model) {
+      pick = PickModelTask(job, /*skip_awaiting=*/true);
+      awaiting = pick < 0 && PickModelTask(job) >= 0;
+    }
+    if (pick < 0 && awaiting) return nullptr;
     if (pick < 0) return model ? finals_or_step() : finals_.StartLocked(job, batch);
     TaskState& task = job.tasks[pick];
     if (!task.starts_loaded) {
@@ -248,22 +264,38 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     if (!task.starts.empty()) {
       configs = {task.starts.front()};
       task.starts.erase(task.starts.begin());
-      task.strategy->Exclude(configs[0]);
+      task.unexcluded.push_back(configs[0]);  // told before the strategy next proposes
       again = task.remeasure.erase(codegen::ConfigKey(configs[0])) > 0;
     } else {
       if (task.ready.empty()) {
-        task.FlushObservations();
+        if (!task.strategy) {  // never so for a bound job; the loop must not pick it again
+          task.exhausted = true;
+          continue;
+        }
+        // The next batch is made by this lease once it has released the mutex (LeaseTrials);
+        // until it is back the task is passed over (AwaitingProposals). It is asked for once
+        // the last batch has run out, not ahead of it, so that the strategy learns from every
+        // result that came back first. Its size: as many as the task has in flight, as when
+        // proposals were made under the mutex, plus what the leases waiting for this job's
+        // proposals ask for (they hold nothing while they wait: without them the batches
+        // would shrink round after round while workers starve).
         int in_flight = 0;
         for (const auto& [seq, t] : job.leased) in_flight += t->task_index() == pick;
-        const int ahead = std::min({std::max(1, in_flight), kMaxProposeAhead,
-                                    std::max(1, job.Budget(pick) - task.proposed)});
-        auto propose_start = std::chrono::steady_clock::now();
-        std::vector<codegen::Config> made = task.strategy->Propose(ahead);
-        if (metrics_) metrics_->Proposed(task.strategy->name(), made.size(), propose_start);
-        for (auto& c : made) task.ready.push_back(std::move(c));
-      }
-      if (task.ready.empty()) {
-        task.exhausted = true;
+        auto waiting = proposal_demand_.find(job.job.id());
+        if (waiting != proposal_demand_.end()) in_flight += waiting->second;
+        ProposeRequest r;
+        r.job_id = job.job.id();
+        r.task = pick;
+        r.n = std::min({std::max(1, in_flight), kMaxProposeAhead,
+                        std::max(1, job.Budget(pick) - task.proposed)});
+        r.id = next_propose_id_++;
+        r.strategy = task.strategy;
+        r.unseen = std::move(task.unseen);
+        task.unseen.clear();
+        r.unexcluded = std::move(task.unexcluded);
+        task.unexcluded.clear();
+        task.proposing = r.id;
+        requests.push_back(std::move(r));
         continue;
       }
       configs = {std::move(task.ready.front())};
@@ -314,6 +346,15 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       std::chrono::milliseconds(std::min(request.wait_ms(), options_.max_lease_wait_ms));
   std::unique_lock<std::mutex> lock(mu_);
   v1::LeaseTrialsResponse out;
+  std::vector<uint64_t> tickets;  // every write this lease queued, awaited before it answers
+  auto answer = [&]() -> absl::StatusOr<v1::LeaseTrialsResponse> {
+    std::vector<ProposeRequest> finished = std::move(finished_observations_);
+    finished_observations_.clear();
+    lock.unlock();
+    TellFinishedUnlocked(std::move(finished));
+    for (uint64_t ticket : tickets) RETURN_IF_ERROR(AwaitWrite(ticket));
+    return out;
+  };
   while (true) {
     ASSIGN_OR_RETURN(WorkerEntry * entry, OwnWorkerLocked(request.worker_id(), caller));
     v1::WorkerInfo& worker = entry->info;
@@ -329,6 +370,7 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     std::stable_sort(order.begin(), order.end(), [](JobEntry* a, JobEntry* b) {
       return a->job.spec().priority() > b->job.spec().priority();
     });
+    std::vector<ProposeRequest> requests;
     for (JobEntry* job : order) {
       if (job->job.chip_type().empty()) {
         absl::Status bound = BindLocked(*job, worker.chip());
@@ -343,7 +385,7 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         PushEventLocked(*job, v1::JobEvent::STATE);
       }
       while (out.trials_size() < max) {
-        v1::Trial* t = NextTrialLocked(*job, worker, batch);
+        v1::Trial* t = NextTrialLocked(*job, worker, batch, requests);
         if (!t) break;
         job->SetState(*t, v1::LEASED);
         t->set_worker_id(worker.id());
@@ -362,17 +404,118 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       if (!batch.trials.empty() || !batch.records.empty()) batch.jobs.push_back(job->job);
       if (out.trials_size() >= max) break;
     }
+    // Trials left ready after this lease took its own: the next lease waiting for proposals may
+    // take them (see below).
+    bool more_ready = false;
+    for (JobEntry* job : order)
+      for (const TaskState& t : job->tasks) more_ready = more_ready || !t.ready.empty();
     const bool changed = !batch.empty();
     ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
+    tickets.push_back(ticket);
     if (changed) UpdateGaugesLocked();
-    // The leases are answered once stored; an empty answer tells nothing, so a poll waits on.
-    if (out.trials_size() > 0 || shutdown_ ||
-        work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (!requests.empty()) {
+      // Tasks whose proposals ran out: this lease makes them with the mutex released (a slow
+      // strategy holds up no other job's leases and reports), then takes its trials from them
+      // at once rather than long-polling for them.
       lock.unlock();
-      RETURN_IF_ERROR(AwaitWrite(ticket));
-      return out;
+      ProposeUnlocked(requests);
+      lock.lock();
+      // The leases that passed these tasks over are woken one at a time, each waking the next
+      // while trials are left (more_ready): a batch serves a few leases, and waking all of them
+      // at once has dozens find nothing on a busy fleet. A batch dropped or empty wakes all.
+      if (LandProposalsLocked(requests))
+        proposal_cv_.notify_one();
+      else
+        proposal_cv_.notify_all();
+      if (!shutdown_ && out.trials_size() < max) continue;
+      more_ready = false;  // `order` may be stale now; the wake above stands for it
     }
+    if (out.trials_size() > 0 || shutdown_) {
+      if (more_ready) proposal_cv_.notify_one();
+      return answer();
+    }
+    // The leases are answered once stored; an empty answer tells nothing, so a poll waits on.
+    // One that passed over a task being proposed for waits for proposals to land, not for every
+    // report: on a busy fleet each report would wake every such poll only to find the task still
+    // proposing (new work that comes meanwhile waits at most one Propose).
+    std::vector<std::string> passed_over;
+    for (JobEntry* job : order)
+      if (std::any_of(job->tasks.begin(), job->tasks.end(),
+                      [](const TaskState& t) { return t.AwaitingProposals(); }))
+        passed_over.push_back(job->job.id());
+    if (passed_over.empty()) {
+      if (work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return answer();
+      continue;
+    }
+    for (const std::string& id : passed_over) proposal_demand_[id] += max;
+    const bool timeout = proposal_cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    for (const std::string& id : passed_over)
+      if ((proposal_demand_[id] -= max) <= 0) proposal_demand_.erase(id);
+    if (timeout) return answer();
   }
+}
+
+void Coordinator::ProposeUnlocked(std::vector<ProposeRequest>& requests) {
+  for (ProposeRequest& r : requests) {
+    std::lock_guard<std::mutex> own(r.strategy->mu);
+    agent::Strategy& strategy = *r.strategy->impl;
+    for (const codegen::Config& c : r.unexcluded) strategy.Exclude(c);
+    if (!r.unseen.empty()) strategy.Observe(r.unseen);  // at most one model update a batch
+    auto propose_start = std::chrono::steady_clock::now();
+    r.made = strategy.Propose(r.n);
+    if (metrics_) metrics_->Proposed(strategy.name(), r.made.size(), propose_start);
+  }
+}
+
+bool Coordinator::LandProposalsLocked(std::vector<ProposeRequest>& requests) {
+  bool all = true;
+  for (ProposeRequest& r : requests) {
+    all = all && !r.made.empty();
+    auto it = jobs_.find(r.job_id);
+    if (it == jobs_.end()) {  // evicted or dropped: its proposals go with it
+      all = false;
+      continue;
+    }
+    JobEntry& job = *it->second;
+    TaskState* task = r.task < static_cast<int>(job.tasks.size()) ? &job.tasks[r.task] : nullptr;
+    // Another request's task: the job was rebuilt (a refused write) or its tasks reset.
+    if (!task || task->proposing != r.id) {
+      all = false;
+      continue;
+    }
+    task->proposing = 0;
+    if (job.terminal()) {
+      all = false;
+      continue;
+    }
+    if (r.made.empty()) task->exhausted = true;  // nothing new: the task ends as it did before
+    for (auto& c : r.made) task->ready.push_back(std::move(c));
+  }
+  return all;
+}
+
+std::vector<Coordinator::ProposeRequest> Coordinator::ObserveFinishedUnlocked(
+    std::vector<ProposeRequest> finished) {
+  std::vector<ProposeRequest> busy;
+  for (ProposeRequest& r : finished) {
+    // A strategy still proposing (its job cancelled meanwhile) is told by a later call, not
+    // waited for: this lease or report has nothing to do with it.
+    std::unique_lock<std::mutex> own(r.strategy->mu, std::try_to_lock);
+    if (!own.owns_lock()) {
+      busy.push_back(std::move(r));
+      continue;
+    }
+    r.strategy->impl->Observe(r.unseen);
+  }
+  return busy;
+}
+
+void Coordinator::TellFinishedUnlocked(std::vector<ProposeRequest> finished) {
+  if (finished.empty()) return;
+  std::vector<ProposeRequest> busy = ObserveFinishedUnlocked(std::move(finished));
+  if (busy.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ProposeRequest& r : busy) finished_observations_.push_back(std::move(r));
 }
 
 void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::Measurement& m,
@@ -581,7 +724,13 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
   UpdateGaugesLocked();
   work_cv_.notify_all();
+  // One lease waiting for proposals, too: a task whose budget this spent proposes no more, and
+  // the leases waiting for it go on to wait for other work, one by one.
+  proposal_cv_.notify_one();
+  std::vector<ProposeRequest> finished = std::move(finished_observations_);
+  finished_observations_.clear();
   lock.unlock();
+  TellFinishedUnlocked(std::move(finished));
   RETURN_IF_ERROR(AwaitWrite(ticket));  // answered once stored
   return out;
 }

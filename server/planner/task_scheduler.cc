@@ -25,11 +25,12 @@ int TotalProposed(const JobEntry& job) {
   return n;
 }
 
-int PickModelTask(const JobEntry& job) {
+int PickModelTask(const JobEntry& job, bool skip_awaiting) {
   const int n = static_cast<int>(job.tasks.size());
+  auto passed_over = [&](int i) { return skip_awaiting && job.tasks[i].AwaitingProposals(); };
   // Every task gets one trial first, whatever the budget: each needs a verified kernel.
   for (int i = 0; i < n; ++i)
-    if (job.tasks[i].proposed == 0 && !job.tasks[i].exhausted) return i;
+    if (job.tasks[i].proposed == 0 && !job.tasks[i].exhausted && !passed_over(i)) return i;
   if (TotalProposed(job) >= job.job.spec().budget_trials()) return -1;
   // Best latency after each DONE TUNE trial of each task, in proposal order.
   std::vector<std::vector<double>> curve(n);
@@ -60,7 +61,7 @@ int PickModelTask(const JobEntry& job) {
   double most = -1;
   for (int i = 0; i < n; ++i) {
     const TaskState& s = job.tasks[i];
-    if (job.BudgetSpent(i)) continue;
+    if (job.BudgetSpent(i) || passed_over(i)) continue;
     const v1::TaskResult& r = job.job.tasks(i);
     const double w = std::max(1, r.count());
     const auto& c = curve[i];

@@ -18,8 +18,10 @@ int TotalProposed(const JobEntry& job);
 // job's budget is spent or every task is exhausted. Tasks with no trial yet go first. For task
 // i with count w_i, best latency g_i after t_i trials: gain_i = w_i * (a * (recent drop of g_i
 // per trial) + (1 - a) * g_i / (t_i + 1)), i.e. Ansor's backward-looking improvement rate mixed
-// with its optimistic forward-looking term (Zheng et al., OSDI'20, §6).
-int PickModelTask(const JobEntry& job);
+// with its optimistic forward-looking term (Zheng et al., OSDI'20, §6). `skip_awaiting`: passes
+// over the tasks waiting for a lease to bring their strategy's next proposals
+// (TaskState::AwaitingProposals), -1 when only those are left.
+int PickModelTask(const JobEntry& job, bool skip_awaiting = false);
 
 // True when every task's budget is spent, nothing is pending, every task has a verified best
 // and no STEP trial exists yet.
