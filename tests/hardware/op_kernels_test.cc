@@ -60,18 +60,6 @@ const Case kCases[] = {
     {"conv1d", "B=2,T=5,D=37,W=3", "fp32", ""},
 };
 
-class OpKernelsTest : public ::testing::TestWithParam<Case> {
- protected:
-  static void SetUpTestSuite() {
-    auto d = OpenDevice("cpu");
-    ASSERT_TRUE(d.ok()) << d.status();
-    device_ = d->release();
-  }
-  static void TearDownTestSuite() { delete device_; }
-  static Device* device_;
-};
-Device* OpKernelsTest::device_ = nullptr;
-
 MeasureOptions VerifyOnly() {
   MeasureOptions o;
   o.warm = true;
@@ -81,6 +69,32 @@ MeasureOptions VerifyOnly() {
   o.max_seconds = 0.01;
   return o;
 }
+
+class OpKernelsTest : public ::testing::TestWithParam<Case> {
+ protected:
+  // Renders `w` at `config` with the CPU template, compiles it and expects it to verify; `what`
+  // names the case in a failure.
+  static void ExpectVerifies(const codegen::KernelTemplate& tmpl, const v1::Workload& w,
+                             const codegen::Config& config, const std::string& what) {
+    const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+    auto kernel = tmpl.Render(w, config, traits);
+    ASSERT_TRUE(kernel.ok()) << what << " " << kernel.status();
+    auto compiled = device_->Compile(*kernel);
+    ASSERT_TRUE(compiled.ok()) << what << " " << codegen::ConfigKey(config) << ": "
+                               << compiled.status();
+    v1::Measurement m = device_->Measure(w, *compiled, VerifyOnly());
+    EXPECT_EQ(m.status(), v1::OK) << what << " " << codegen::ConfigKey(config) << ": "
+                                  << m.message();
+  }
+  static void SetUpTestSuite() {
+    auto d = OpenDevice("cpu");
+    ASSERT_TRUE(d.ok()) << d.status();
+    device_ = d->release();
+  }
+  static void TearDownTestSuite() { delete device_; }
+  static Device* device_;
+};
+Device* OpKernelsTest::device_ = nullptr;
 
 TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
   const Case& c = GetParam();
@@ -98,16 +112,7 @@ TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
   std::vector<codegen::Config> all = space.EnumerateValid();
   std::mt19937 rng(std::hash<std::string>()(key));
   configs.push_back(all[rng() % all.size()]);
-  for (const auto& config : configs) {
-    auto kernel = (*tmpl)->Render(*w, config, traits);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto compiled = device_->Compile(*kernel);
-    ASSERT_TRUE(compiled.ok()) << key << " " << codegen::ConfigKey(config) << ": "
-                               << compiled.status();
-    v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
-    EXPECT_EQ(m.status(), v1::OK) << key << " " << codegen::ConfigKey(config) << ": "
-                                  << m.message();
-  }
+  for (const auto& config : configs) ExpectVerifies(**tmpl, *w, config, key);
   v1::Measurement base = device_->MeasureBaseline(*w, VerifyOnly());
   EXPECT_EQ(base.status(), v1::OK)
       << key << " " << device_->BaselineName(*w) << ": " << base.message();
@@ -130,13 +135,7 @@ TEST_F(OpKernelsTest, QuantizedGemmEveryPathVerifies) {
         for (int64_t nb : {16, 64}) {
           const codegen::Config c = {
               {"NT", traits.cores}, {"NB", nb}, {"MR", mr}, {"AQ", aq}, {"PF", mr == 2 ? 512 : 0}};
-          auto kernel = (*tmpl)->Render(*w, c, traits);
-          ASSERT_TRUE(kernel.ok()) << kernel.status();
-          auto compiled = device_->Compile(*kernel);
-          ASSERT_TRUE(compiled.ok()) << compiled.status();
-          v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
-          EXPECT_EQ(m.status(), v1::OK)
-              << dtype << " " << codegen::ConfigKey(c) << ": " << m.message();
+          ExpectVerifies(**tmpl, *w, c, dtype);
         }
   }
 }
@@ -158,12 +157,7 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
         if (mr * nr > 28 * 16) continue;
         const codegen::Config c = {{"NT", traits.cores}, {"MR", mr},  {"NR", nr},
                                    {"KC", kc},           {"NC", 128}, {"MT", mr == 4 ? 4 : 8}};
-        auto kernel = (*tmpl)->Render(*w, c, traits);
-        ASSERT_TRUE(kernel.ok()) << kernel.status();
-        auto compiled = device_->Compile(*kernel);
-        ASSERT_TRUE(compiled.ok()) << compiled.status();
-        v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
-        EXPECT_EQ(m.status(), v1::OK) << codegen::ConfigKey(c) << ": " << m.message();
+        ExpectVerifies(**tmpl, *w, c, "silu");
       }
   // The other epilogues, applied in registers on the last K slice (one slice and several).
   for (const char* epilogue : {"", "bias", "gelu", "residual"})
@@ -171,13 +165,7 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
       w->set_epilogue(epilogue);
       const codegen::Config c = {{"NT", traits.cores}, {"MR", 12},  {"NR", 32},
                                  {"KC", kc},           {"NC", 128}, {"MT", 4}};
-      auto kernel = (*tmpl)->Render(*w, c, traits);
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      auto compiled = device_->Compile(*kernel);
-      ASSERT_TRUE(compiled.ok()) << compiled.status();
-      v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
-      EXPECT_EQ(m.status(), v1::OK)
-          << epilogue << " " << codegen::ConfigKey(c) << ": " << m.message();
+      ExpectVerifies(**tmpl, *w, c, epilogue);
     }
 }
 
@@ -216,13 +204,7 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
       config["PF"] = pf;
       config["PFL"] = pfl;
       if (config.count("VEC")) config["VEC"] = vec;
-      auto kernel = (*tmpl)->Render(*w, config, traits);
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      auto compiled = device_->Compile(*kernel);
-      ASSERT_TRUE(compiled.ok()) << shape << " " << compiled.status();
-      v1::Measurement m = device_->Measure(*w, *compiled, VerifyOnly());
-      EXPECT_EQ(m.status(), v1::OK)
-          << shape << " " << codegen::ConfigKey(config) << ": " << m.message();
+      ExpectVerifies(**tmpl, *w, config, shape);
     }
   }
 }
