@@ -96,6 +96,7 @@ constexpr FlagDef kFlags[] = {
     {"range", true, true, kJob | kKnobs},
     {"best", false, true, kExport},
     {"extend", true, false, kSubmit},
+    {"no-step-probe", false, true, kJob},
 };
 
 const std::map<std::string, unsigned>& Commands() {
@@ -322,6 +323,7 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
     if (v.count("epilogue"))
       return Bad("--epilogue applies to --op jobs; a model's epilogues come from its graph");
     RETURN_IF_ERROR(ParseModelFlags(v, inv));
+    spec.set_no_step_probe(v.count("no-step-probe") > 0);
   } else {
     if (!op && !shape)
       return Bad(
@@ -329,7 +331,7 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
           "or --model / --hf-config");
     if (!op) return Bad("missing --op (the operator of --shape, e.g. --op gemm)");
     if (!shape) return Bad("missing --shape (e.g. --shape M=8,N=4096,K=4096)");
-    for (const char* flag : {"phase", "batch", "context"})
+    for (const char* flag : {"phase", "batch", "context", "no-step-probe"})
       if (v.count(flag)) return Bad("--", flag, " applies to model jobs (--model or --hf-config)");
     auto workload = codegen::ParseWorkload(Get(v, "op"), Get(v, "shape"), Get(v, "dtype"));
     if (!workload.ok()) return Bad("INVALID_ARGUMENT: ", workload.status().message());

@@ -121,6 +121,22 @@ std::string TokensPerSecondText(const v1::Job& job) {
                 : "") +
            "\n";
   if (!t.note().empty()) out += "step: " + t.note() + "\n";
+  if (t.op_times_size() > 0 && t.step_us() > 0) {
+    // Where the measured step's time goes, the largest share first, beside each kernel alone.
+    std::vector<const v1::StepOpTime*> ops;
+    for (const v1::StepOpTime& o : t.op_times()) ops.push_back(&o);
+    std::sort(ops.begin(), ops.end(), [](const v1::StepOpTime* a, const v1::StepOpTime* b) {
+      return a->in_step_us() * a->calls_per_step() > b->in_step_us() * b->calls_per_step();
+    });
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::StepOpTime* o : ops)
+      rows.push_back(
+          {o->workload_key(), std::to_string(o->calls_per_step()), FormatFixed(o->in_step_us(), 1),
+           o->isolated_us() > 0 ? FormatFixed(o->isolated_us(), 1) : "-",
+           FormatFixed(100 * o->in_step_us() * o->calls_per_step() / t.step_us(), 1) + "%"});
+    out += "inside the measured step (Kiln's kernels, each call timed):\n" +
+           FormatTable({"WORKLOAD", "CALLS", "IN STEP (µs)", "ALONE (µs)", "OF STEP"}, rows);
+  }
   if (t.estimated() > 0 && t.measured() > 0 && t.measured() < 0.8 * t.estimated()) {
     // Above the bound, the estimate is what is off: its operators read faster than memory did.
     if (t.bound() > 0 && t.estimated() > t.bound())
@@ -246,6 +262,7 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
     s.answered_from_records = std::min(s.answered_from_records, task.trials_from_earlier_jobs());
     s.seeded_from_best_known = task.trials_from_earlier_jobs() - s.answered_from_records;
     s.best_from_job = task.best_from_job();
+    s.in_step_factor = task.in_step_factor();
     for (const v1::Trial& trial : results.trials()) {
       const v1::Measurement& m = trial.measurement();
       const bool demoted = trial.kind() == v1::REMEASURE && m.status() == v1::OK && m.demoted();
@@ -388,6 +405,7 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
     Json by_status = Json::object();
     for (const auto& [status, n] : t.refused_by_status) by_status[status] = n;
     task["failed_trials_by_status"] = std::move(by_status);
+    if (IsModelResult(job)) task["in_step_factor"] = Positive(t.in_step_factor);
     tasks.push_back(std::move(task));
   }
   Json out = {{"job_id", job.id()},
@@ -434,6 +452,15 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
           {"read_gbytes_per_s", Positive(t.read_gbytes_per_s())},
           {"fraction", Positive(t.bound_fraction())},
           {"read_gbytes_per_s_samples", Numbers(t.read_gbytes_per_s_samples())}}}};
+    // Kiln's kernels inside the measured step, by workload.
+    Json op_times = Json::array();
+    for (const v1::StepOpTime& o : t.op_times())
+      op_times.push_back({{"workload", o.workload_key()},
+                          {"roles", o.roles()},
+                          {"calls_per_step", o.calls_per_step()},
+                          {"in_step_us", o.in_step_us()},
+                          {"isolated_us", Positive(o.isolated_us())}});
+    out["tokens_per_second"]["op_times"] = std::move(op_times);
   }
   if (chip) out["chip"] = ChipJson(*chip);
   return JsonText(out);

@@ -41,6 +41,9 @@ struct TaskSummary {
   int answered_from_records = 0;
   int seeded_from_best_known = 0;
   std::string best_from_job;
+  // Model jobs after the probe step: its kernel's time inside the step over its time alone (0:
+  // not measured); the task scheduler weighs the task by it.
+  double in_step_factor = 0;
 };
 
 std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results);

@@ -16,6 +16,8 @@ constexpr char kJobFlags[] = R"(What to tune (one of):
   --dtype fp32|bf16|int8|int4  element type (default fp32; bf16: gemm and moe_gemm weights;
                            int8/int4: gemm weights, one fp16 scale per 32 along K)
   --phase decode|prefill, --batch B, --context L   model jobs: the inference step to tune
+  --no-step-probe          model jobs: no probe step midway (tasks weighed by their times
+                           measured alone, not inside the step; for comparisons)
 Where and how:
   --chip PREFIX            chip-type label prefix the job runs on, e.g. cpu (required)
   --budget TRIALS          total trials (default 64, at most 100000)

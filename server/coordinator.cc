@@ -381,7 +381,8 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
     }
   }
   for (const auto& [id, trial] : job.trials)
-    if (trial.kind() == v1::STEP && trial.measurement().status() == v1::WRONG_RESULT) {
+    if (trial.kind() == v1::STEP && !trial.step().probe() &&
+        trial.measurement().status() == v1::WRONG_RESULT) {
       // The kernels composed do not compute the model's step: its tokens/s is not a result.
       FinishLocked(job, v1::FAILED,
                    absl::StrCat("the composed step was refused: ", trial.measurement().message(),

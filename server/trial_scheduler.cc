@@ -193,6 +193,11 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
     *step.mutable_step() = BuildStepRequest(job);
     return &step;
   };
+  if (model && ProbeDue(job)) {  // midway: the tasks' kernels timed inside the step
+    v1::Trial& probe = NewTrialLocked(job, 0, v1::STEP);
+    *probe.mutable_step() = BuildStepRequest(job, /*probe=*/true);
+    return &probe;
+  }
   if (model && PickModelTask(job) < 0) return finals_or_step();
   for (int cached = 0; cached < kMaxCachedPerCall;) {
     // Model jobs: the task with the largest expected gain in tokens/s (Ansor's rule); single
@@ -526,7 +531,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     RefuseInexactStep(job.job.spec().dtype(), trial.mutable_measurement());
   batch.trials.push_back(trial);
   if (trial.kind() == v1::STEP) {  // the composed step's measured tokens/s
-    ApplyStepResult(job, trial.measurement());
+    ApplyStepResult(job, trial);
     if (metrics_ && job.job.tokens_per_second().measured() > 0)
       metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
     if (metrics_ && job.job.tokens_per_second().bound_fraction() > 0)

@@ -111,6 +111,10 @@ std::string ImplausibleFigures(const v1::Measurement& m, v1::TrialKind kind) {
           &st.baseline_read_gbytes_per_s_samples()})
       for (double x : *samples)
         if (!positive(x)) return figure("a step sample of", x) + " is not positive";
+    for (const v1::StepOpTime& t : st.op_times())  // they weigh the job's tasks (a probe's)
+      if (!non_negative(t.in_step_us()) || !non_negative(t.isolated_us()) || t.calls_per_step() < 0)
+        return figure("step.op_times in_step_us", t.in_step_us()) + " (isolated_us " +
+               absl::StrFormat("%.3g", t.isolated_us()) + ") is not a time";
     return "";
   }
   std::vector<double> sorted(m.samples_us().begin(), m.samples_us().end());

@@ -14,17 +14,18 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codegen/cpu/op_templates.h"
 #include "codegen/model_graph.h"
 #include "codegen/workload.h"
 #include "common/status.h"
 #include "hardware/buffers.h"
 #include "hardware/cpu/kernel_runtime.h"
-#include "hardware/op_cases.h"
 #include "hardware/cpu/read_sweep.h"
 #include "hardware/cpu/step_state.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
 #include "hardware/measure.h"
+#include "hardware/op_cases.h"
 #include "hardware/reference/model_ops_reference.h"
 
 namespace kiln::hardware {
@@ -79,6 +80,49 @@ class Kernels {
   std::map<std::string, StepKernel> by_key_;
 };
 
+// Kiln's kernels' times inside the step, by workload: the profile's "kiln ROLE" entries over
+// `steps` timed steps (layer roles ran on `run` of `total` layers; their calls are scaled to the
+// whole model).
+void AddOpTimes(const v1::StepRequest& req, const codegen::StepGraph& graph,
+                const std::map<std::string, std::pair<double, int>>& profile, int total, int run,
+                int steps, v1::StepResult* r) {
+  struct Sum {
+    std::vector<std::string> roles;
+    double us = 0;
+    int calls = 0;
+    double calls_per_step = 0;
+  };
+  std::map<std::string, Sum> by_key;
+  std::vector<std::string> order;
+  for (const auto* ops : {&graph.layer, &graph.tail})
+    for (const codegen::StepOp& op : *ops) {
+      auto it = profile.find("kiln " + op.role);
+      const std::string key = codegen::WorkloadKey(op.workload);
+      if (!by_key.count(key)) order.push_back(key);
+      Sum& s = by_key[key];
+      if (std::find(s.roles.begin(), s.roles.end(), op.role) != s.roles.end()) continue;
+      s.roles.push_back(op.role);
+      if (it == profile.end()) continue;
+      s.us += it->second.first;
+      s.calls += it->second.second;
+      const double per_step = static_cast<double>(it->second.second) / std::max(1, steps);
+      s.calls_per_step += ops == &graph.layer ? per_step * total / std::max(1, run) : per_step;
+    }
+  std::map<std::string, double> isolated;
+  for (const auto& k : req.kernels())
+    isolated[codegen::WorkloadKey(k.workload())] = k.isolated_us();
+  for (const std::string& key : order) {
+    const Sum& s = by_key[key];
+    if (s.calls == 0) continue;
+    v1::StepOpTime* t = r->add_op_times();
+    t->set_workload_key(key);
+    t->set_roles(absl::StrJoin(s.roles, ","));
+    t->set_calls_per_step(static_cast<int>(std::lround(s.calls_per_step)));
+    t->set_in_step_us(s.us / s.calls);
+    t->set_isolated_us(isolated[key]);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<StepOutputs> RunCpuStepOnce(const v1::StepRequest& req,
@@ -123,10 +167,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
     if (!std::isfinite(a[i])) diff = INFINITY;
   }
   r.set_max_error(diff / scale);
-  // Then time both, alternating, each sample one whole (N-layer) step. KILN_STEP_PROFILE=1
-  // prints each operator role's time per call to stderr (the profile costs a clock read per op).
+  // Then time both, each sample one whole (N-layer) step. Kiln's kernels are timed per call as
+  // they run (a clock read per call, noise next to a step): their times inside the step are part
+  // of the result. KILN_STEP_PROFILE=1 also times LibTorch's operators and prints both per role.
   const bool profile = std::getenv("KILN_STEP_PROFILE") != nullptr;
-  state->set_profiling(profile);
   const int L = req.arch().layers(), n = state->layers();
   const double factor = static_cast<double>(L) / n;
   // The bound: the whole model's weight and KV bytes at the read bandwidth of the same moment.
@@ -151,9 +195,13 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
                         std::vector<double>* raw, std::vector<double>* bw,
                         std::vector<double>* frac) -> absl::Status {
     const auto start = Clock::now();
+    state->set_profiling(kiln || profile);
     for (int i = 0;; ++i) {
       ASSIGN_OR_RETURN(auto t, state->Run(kiln));
-      if (i == 0) continue;  // warm-up
+      if (i == 0) {  // warm-up
+        state->profile().clear();
+        continue;
+      }
       out.push_back(t.first * factor + t.second);
       if (raw) raw->push_back(t.first + t.second);
       if (bw) {
@@ -169,10 +217,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   };
   // With KILN_STEP_PROFILE, each block's per-role times, then a fresh profile for the next one.
   auto print_profile = [&](const std::string& block) {
-    if (!profile) return;
-    for (const auto& [role, p] : state->profile())
-      std::fprintf(stderr, "step profile [%s]: %-22s %10.1f us/call (%d calls)\n", block.c_str(),
-                   role.c_str(), p.first / std::max(1, p.second), p.second);
+    if (profile)
+      for (const auto& [role, p] : state->profile())
+        std::fprintf(stderr, "step profile [%s]: %-22s %10.1f us/call (%d calls)\n", block.c_str(),
+                     role.c_str(), p.first / std::max(1, p.second), p.second);
     state->profile().clear();
   };
   auto median = [](std::vector<double> v) {
@@ -181,11 +229,36 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   };
   torch_baseline::SetPools(1, 1);  // Kiln's kernels use their own pool
   std::vector<double> kraw, traw;
-  RETURN_IF_ERROR(
-      time_block(true, opts.max_samples, opts.max_seconds / 2, ks, &kraw, &bws, &fractions));
+  // A probe wants the kernels' shares of the step, not a published figure: fewer samples.
+  const int kiln_samples = req.probe() ? std::min(opts.max_samples, 8) : opts.max_samples;
+  RETURN_IF_ERROR(time_block(true, kiln_samples, opts.max_seconds / (req.probe() ? 4 : 2), ks,
+                             &kraw, &bws, &fractions));
+  AddOpTimes(req, state->graph(), state->profile(), L, n, static_cast<int>(ks.size()), &r);
   print_profile("kiln");
   for (double us : kraw) r.add_samples_us(us);
   for (double g : bws) r.add_read_gbytes_per_s_samples(g);
+  const double tokens = state->tokens();
+  auto set_kiln_figures = [&] {
+    r.set_step_us(median(ks));
+    r.set_measured(tokens / (r.step_us() * 1e-6));
+    r.set_read_gbytes_per_s(median(bws));
+    r.set_bytes_per_token(bytes / tokens);
+    r.set_bound(r.read_gbytes_per_s() * 1e9 / r.bytes_per_token());
+    r.set_bound_kind(compute_bound ? "compute" : "memory");
+    r.set_flops_per_token(flops / tokens);
+    r.set_peak_gflops(peak);
+    if (compute_bound && peak > 0) r.set_bound(peak * 1e9 / r.flops_per_token());
+    r.set_bound_fraction(median(fractions));
+    r.set_layers_run(n);
+    r.set_layers_total(L);
+  };
+  if (req.probe()) {
+    set_kiln_figures();
+    r.set_probe(true);
+    r.set_note(
+        absl::StrCat("a probe: Kiln's kernels on ", n, " of ", L, " layers, no baseline timed"));
+    return r;
+  }
   // The LibTorch step at each arrangement of its two pools that keeps one of them at 1 thread
   // (its intra-op pool at all cores, or OpenBLAS's): a few steps each, then the faster one in full.
   // Also: its projections through oneDNN matmul on weights packed ahead of time (ipex.optimize's
@@ -236,26 +309,14 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
                        : ran     ? "screened on 3 steps"
                                  : screen_errors[v]);
   }
-  const double tokens = state->tokens();
-  r.set_step_us(median(ks));
+  set_kiln_figures();
   r.set_baseline_step_us(median(ts));
-  r.set_measured(tokens / (r.step_us() * 1e-6));
   r.set_baseline_measured(tokens / (r.baseline_step_us() * 1e-6));
   r.set_baseline_name(variants[best].name);
   r.set_baseline_threads(std::max(variants[best].torch_threads, variants[best].blas_threads));
   r.set_baseline_dtype(req.dtype() == v1::BF16 ? "bf16" : "fp32");
   r.set_baseline_bound_fraction(median(tfractions));
   for (double g : tbws) r.add_baseline_read_gbytes_per_s_samples(g);
-  r.set_read_gbytes_per_s(median(bws));
-  r.set_bytes_per_token(bytes / tokens);
-  r.set_bound(r.read_gbytes_per_s() * 1e9 / r.bytes_per_token());
-  r.set_bound_kind(compute_bound ? "compute" : "memory");
-  r.set_flops_per_token(flops / tokens);
-  r.set_peak_gflops(peak);
-  if (compute_bound && peak > 0) r.set_bound(peak * 1e9 / r.flops_per_token());
-  r.set_bound_fraction(median(fractions));
-  r.set_layers_run(n);
-  r.set_layers_total(L);
   r.set_note(n == L ? absl::StrCat("measured on all ", L, " layers")
                     : absl::StrCat("measured on ", n, " of ", L, " layers, layer time scaled by ",
                                    L, "/", n, " (head measured once)"));

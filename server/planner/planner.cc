@@ -58,7 +58,8 @@ double EstimateTokensPerSecond(const v1::Job& job, int tokens_per_step, bool use
     const v1::Measurement& m = use_baseline ? t.baseline() : t.best();
     const bool have = use_baseline ? t.has_baseline() : t.has_best();
     if (!have || !(m.median_us() > 0)) return 0;
-    us += std::max(1, t.count()) * m.median_us();
+    const double factor = !use_baseline && t.in_step_factor() > 0 ? t.in_step_factor() : 1.0;
+    us += std::max(1, t.count()) * m.median_us() * factor;
   }
   return us > 0 ? tokens_per_step / (us * 1e-6) : 0;
 }

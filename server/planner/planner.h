@@ -37,7 +37,8 @@ struct ModelPlan {
 absl::StatusOr<ModelPlan> PlanModelJob(const v1::JobSpec& spec);
 
 // tokens per step / sum(count * median) from each task's best (or, with use_baseline, the
-// baseline's) median; 0 when a task has none.
+// baseline's) median; 0 when a task has none. A best's median is scaled by its task's
+// in_step_factor once the probe step has measured it.
 double EstimateTokensPerSecond(const v1::Job& job, int tokens_per_step, bool use_baseline = false);
 
 }  // namespace kiln::server

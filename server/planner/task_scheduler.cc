@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "codegen/workload.h"
 #include "server/planner/planner.h"
 
 namespace kiln::server {
@@ -47,37 +48,55 @@ int PickModelTask(const JobEntry& job, bool skip_awaiting) {
       best = m.median_us();
     c.push_back(best);
   }
-  // Latency now: the best so far, else the baseline's, else unknown.
-  std::vector<double> now(n, 0);
+  // Latency now: the best so far, else the baseline's, else unknown; and each task's weight in
+  // the step: its count times its in-step factor (how its kernel runs inside the step).
+  std::vector<double> now(n, 0), weight(n, 1);
   double known = 0, sum = 0;
   for (int i = 0; i < n; ++i) {
     const v1::TaskResult& r = job.job.tasks(i);
     now[i] = !curve[i].empty() && curve[i].back() > 0
                  ? curve[i].back()
                  : (r.has_baseline() ? r.baseline().median_us() : 0);
-    if (now[i] > 0) known++, sum += now[i] * std::max(1, r.count());
+    weight[i] = std::max(1, r.count()) * (r.in_step_factor() > 0 ? r.in_step_factor() : 1.0);
+    if (now[i] > 0) known++, sum += now[i] * weight[i];
   }
+  // The step time the tasks' bests make (those known), to turn saved microseconds into tokens/s.
+  const double tokens = TokensPerStep(job.job.spec()), step_us = sum;
   int pick = -1;
   double most = -1;
   for (int i = 0; i < n; ++i) {
     const TaskState& s = job.tasks[i];
     if (job.BudgetSpent(i) || passed_over(i)) continue;
-    const v1::TaskResult& r = job.job.tasks(i);
-    const double w = std::max(1, r.count());
     const auto& c = curve[i];
     const double g = now[i];
-    double gain;
+    double saved_us;
     if (g <= 0) {  // nothing verified yet: as promising as an average task's whole share
-      gain = (known > 0 ? sum / known : 1) / (s.proposed + 1);
+      saved_us = (known > 0 ? sum / known : 1) / (s.proposed + 1);
     } else {
       double recent = 0;
       if (c.size() > kWindow && c[c.size() - 1 - kWindow] > 0)
         recent = (c[c.size() - 1 - kWindow] - c.back()) / kWindow;
-      gain = w * (kAlpha * recent + (1 - kAlpha) * g / (s.proposed + 1));
+      saved_us = weight[i] * (kAlpha * recent + (1 - kAlpha) * g / (s.proposed + 1));
     }
+    // In tokens/s (the same order as saved_us: the gain grows with it).
+    const double gain =
+        step_us > 0 ? tokens / (step_us - std::min(saved_us, 0.99 * step_us)) - tokens / step_us
+                    : saved_us;
     if (gain > most) most = gain, pick = i;
   }
   return pick;
+}
+
+bool ProbeDue(const JobEntry& job) {
+  const v1::JobSpec& spec = job.job.spec();
+  if (spec.no_step_probe()) return false;
+  const int budget = spec.budget_trials(), proposed = TotalProposed(job);
+  if (2 * proposed < budget || budget - proposed < static_cast<int>(job.tasks.size())) return false;
+  for (size_t i = 0; i < job.tasks.size(); ++i)
+    if (!job.tasks[i].baseline_created || !job.job.tasks(i).has_best()) return false;
+  for (const auto& [id, t] : job.trials)
+    if (t.kind() == v1::STEP && t.step().probe()) return false;
+  return true;
 }
 
 bool StepPending(const JobEntry& job) {
@@ -90,13 +109,13 @@ bool StepPending(const JobEntry& job) {
 bool StepDue(const JobEntry& job) {
   if (!job.Settled() || PickModelTask(job) >= 0) return false;
   for (const auto& [id, t] : job.trials)
-    if (t.kind() == v1::STEP) return false;
+    if (t.kind() == v1::STEP && !t.step().probe()) return false;
   for (size_t i = 0; i < job.tasks.size(); ++i)
     if (!job.tasks[i].baseline_created || !job.job.tasks(i).has_best()) return false;
   return true;
 }
 
-v1::StepRequest BuildStepRequest(const JobEntry& job) {
+v1::StepRequest BuildStepRequest(const JobEntry& job, bool probe) {
   const v1::JobSpec& spec = job.job.spec();
   v1::StepRequest r;
   *r.mutable_arch() = spec.arch();
@@ -106,10 +125,12 @@ v1::StepRequest BuildStepRequest(const JobEntry& job) {
   r.set_prefill_tokens(spec.prefill_tokens());
   r.set_dtype(spec.dtype());
   r.set_layers(spec.step_layers());
+  r.set_probe(probe);
   for (const auto& t : job.job.tasks()) {
     v1::StepKernel* k = r.add_kernels();
     *k->mutable_workload() = t.workload();
     *k->mutable_config() = t.best_config();
+    k->set_isolated_us(t.best().median_us());
   }
   return r;
 }
@@ -121,7 +142,20 @@ void UpdateEstimate(JobEntry& job) {
   tps->set_estimated(EstimateTokensPerSecond(job.job, tokens));
 }
 
-void ApplyStepResult(JobEntry& job, const v1::Measurement& m) {
+void ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
+  const v1::Measurement& m = trial.measurement();
+  if (trial.step().probe()) {
+    if (m.status() != v1::OK || !m.has_step()) return;  // the factors stay 1
+    std::map<std::string, double> factor;
+    for (const v1::StepOpTime& t : m.step().op_times())
+      if (t.in_step_us() > 0 && t.isolated_us() > 0)
+        factor[t.workload_key()] = std::clamp(t.in_step_us() / t.isolated_us(), 0.1, 10.0);
+    for (v1::TaskResult& t : *job.job.mutable_tasks()) {
+      auto it = factor.find(codegen::WorkloadKey(t.workload()));
+      if (it != factor.end()) t.set_in_step_factor(it->second);
+    }
+    return;
+  }
   v1::StepResult* tps = job.job.mutable_tokens_per_second();
   const double estimated = tps->estimated();
   if (m.has_step()) *tps = m.step();

@@ -183,6 +183,14 @@ TEST(FlagsTest, ModelJobs) {
   EXPECT_EQ(inv.spec.phase(), "decode");
   EXPECT_EQ(inv.spec.batch(), 1);
   EXPECT_EQ(inv.spec.context(), 2048);
+  EXPECT_FALSE(inv.spec.no_step_probe());  // the probe step is on by default
+  Invocation plain;
+  ASSERT_TRUE(
+      Parse({"submit", "--model", "tinyllama-1.1b", "--chip", "cpu", "--no-step-probe"}, &plain)
+          .ok());
+  EXPECT_TRUE(plain.spec.no_step_probe());
+  EXPECT_THAT(Error(Submit({"--no-step-probe"})),
+              HasSubstr("--no-step-probe applies to model jobs"));
   EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--phase", "train"}),
               HasSubstr("--phase"));
   EXPECT_THAT(Error({"submit", "--model", "m", "--chip", "cpu", "--context", "0"}),

@@ -71,6 +71,43 @@ TEST(ModelResultsTest, NotesWhichOfEstimateAndStepIsOff) {
   EXPECT_THAT(FormatResultsTable(r), HasSubstr("note: the measured step is well below"));
 }
 
+// The measured step's kernels: where its time went, beside each kernel alone, and the tasks'
+// in-step factors from the probe step.
+TEST(ModelResultsTest, KernelTimesInsideTheStepAreShown) {
+  v1::GetResultsResponse r = ModelResults(60, 20);
+  v1::StepResult* s = r.mutable_job()->mutable_tokens_per_second();
+  s->set_step_us(20000);
+  v1::StepOpTime* o = s->add_op_times();
+  o->set_workload_key("rmsnorm t=1 d=2048 fp32");
+  o->set_roles("input_norm,post_norm");
+  o->set_calls_per_step(45);
+  o->set_in_step_us(1.5);
+  o->set_isolated_us(2.0);
+  o = s->add_op_times();
+  o->set_workload_key("gemm m=1 n=5632 k=2048 fp32");
+  o->set_calls_per_step(44);
+  o->set_in_step_us(310);
+  r.mutable_job()->mutable_tasks(1)->set_in_step_factor(0.75);
+  const std::string table = FormatResultsTable(r);
+  EXPECT_THAT(table, HasSubstr("inside the measured step"));
+  EXPECT_NE(table.find("68.2%"), std::string::npos) << table;  // 44 * 310 / 20000
+  EXPECT_NE(table.find("0.3%"), std::string::npos) << table;   // 45 * 1.5 / 20000
+  google::protobuf::Struct j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ResultsJson(r), &j).ok());
+  const auto& ops =
+      j.fields().at("tokens_per_second").struct_value().fields().at("op_times").list_value();
+  ASSERT_EQ(ops.values_size(), 2);
+  const auto& first = ops.values(0).struct_value().fields();
+  EXPECT_EQ(first.at("roles").string_value(), "input_norm,post_norm");
+  EXPECT_DOUBLE_EQ(first.at("in_step_us").number_value(), 1.5);
+  EXPECT_DOUBLE_EQ(first.at("isolated_us").number_value(), 2.0);
+  const auto& tasks = j.fields().at("tasks").list_value();
+  EXPECT_DOUBLE_EQ(tasks.values(1).struct_value().fields().at("in_step_factor").number_value(),
+                   0.75);
+  EXPECT_EQ(tasks.values(0).struct_value().fields().at("in_step_factor").kind_case(),
+            google::protobuf::Value::kNullValue);
+}
+
 TEST(ModelResultsTest, JsonHasTokensPerSecond) {
   google::protobuf::Struct s;
   ASSERT_TRUE(

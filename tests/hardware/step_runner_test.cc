@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "codegen/cpu/op_templates.h"
@@ -178,6 +180,40 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   EXPECT_GT(res->bound_fraction(), 0);
   EXPECT_GE(codegen::DefaultStepLayers(Tiny("llama"), v1::FP32), 3);
   EXPECT_EQ(res->bound_kind(), "memory");
+}
+
+// Every kernel's time inside the step, by workload: calls scaled to the whole model, the per-call
+// times adding up to no more than the step; a probe times Kiln's step only.
+TEST_F(StepRunnerTest, StepReportsItsKernelsTimesAndAProbeSkipsTheBaseline) {
+  v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::FP32);
+  for (auto& k : *r.mutable_kernels()) k.set_isolated_us(7);
+  auto res = RunCpuStep(r, device_->Fingerprint(), Brief());
+  ASSERT_TRUE(res.ok()) << res.status();
+  std::set<std::string> keys;
+  for (const auto& k : r.kernels()) keys.insert(codegen::WorkloadKey(k.workload()));
+  ASSERT_EQ(static_cast<size_t>(res->op_times_size()), keys.size());
+  double sum = 0;
+  for (const v1::StepOpTime& t : res->op_times()) {
+    EXPECT_EQ(keys.count(t.workload_key()), 1u) << t.workload_key();
+    EXPECT_GT(t.in_step_us(), 0) << t.workload_key();
+    EXPECT_DOUBLE_EQ(t.isolated_us(), 7);
+    EXPECT_FALSE(t.roles().empty());
+    EXPECT_GE(t.calls_per_step(), 1);
+    sum += t.in_step_us() * t.calls_per_step();
+    if (t.roles() == "o_proj") EXPECT_EQ(t.calls_per_step(), 3) << "one a layer, 3 layers";
+  }
+  EXPECT_LE(sum, res->step_us() * 1.05);
+  EXPECT_GT(sum, res->step_us() * 0.3);
+  EXPECT_FALSE(res->probe());
+  r.set_probe(true);
+  auto probe = RunCpuStep(r, device_->Fingerprint(), Brief());
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_TRUE(probe->probe());
+  EXPECT_GT(probe->measured(), 0);
+  EXPECT_EQ(probe->baseline_measured(), 0);
+  EXPECT_EQ(probe->baseline_samples_us_size(), 0);
+  EXPECT_EQ(probe->op_times_size(), res->op_times_size());
+  EXPECT_LT(probe->max_error(), 1e-3);  // still checked against LibTorch's logits
 }
 
 // Prefill is bound by compute: the bound is the matrix peak over the FLOP a token costs.

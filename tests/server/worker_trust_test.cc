@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/coordinator.h"
 #include "server/metrics.h"
+#include "server/tuning_record.h"
 #include "tests/server/test_util.h"
 
 namespace kiln::server {
@@ -438,6 +439,30 @@ TEST_F(WorkerTrustTest, TheReMeasurementGoesToAnotherCredentialWhenThereIsOne) {
   Report(first, own[0], Ok(100), "lab-1");
   EXPECT_EQ(core_->GetJob(solo_job)->state(), v1::SUCCEEDED);
   (void)other;
+}
+
+// A step's kernel times weigh the job's tasks (a probe's): figures no timer makes are refused.
+TEST(StepFiguresTest, ForgedKernelTimesInAStepAreImplausible) {
+  v1::Measurement m = Ok(1000);
+  v1::StepResult* st = m.mutable_step();
+  st->set_measured(12);
+  v1::StepOpTime* t = st->add_op_times();
+  t->set_workload_key("gemm M=1");
+  t->set_in_step_us(10);
+  t->set_isolated_us(20);
+  t->set_calls_per_step(22);
+  EXPECT_EQ(ImplausibleFigures(m, v1::STEP), "");
+  for (double bad : {kNaN, kInf, -1.0}) {
+    v1::Measurement f = m;
+    f.mutable_step()->mutable_op_times(0)->set_in_step_us(bad);
+    EXPECT_NE(ImplausibleFigures(f, v1::STEP).find("op_times"), std::string::npos) << bad;
+    f = m;
+    f.mutable_step()->mutable_op_times(0)->set_isolated_us(bad);
+    EXPECT_NE(ImplausibleFigures(f, v1::STEP).find("op_times"), std::string::npos) << bad;
+  }
+  v1::Measurement f = m;
+  f.mutable_step()->mutable_op_times(0)->set_calls_per_step(-3);
+  EXPECT_NE(ImplausibleFigures(f, v1::STEP), "");
 }
 
 }  // namespace
