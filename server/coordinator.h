@@ -123,7 +123,29 @@ class Coordinator {
   uint64_t Entropy();
   JobEntry* FindJobLocked(const std::string& job_id);
   absl::StatusOr<JobEntry*> GetJobLocked(const std::string& job_id);
+  // A job rebuilt from the store (server/persistence.cc) bound again, under the mutex.
   absl::Status BindLocked(JobEntry& job, const v1::ChipFingerprint& chip);
+  // A queued job's binding to a lease's chip: what building its strategies needs, gathered under
+  // the mutex (job.binding names it), the strategies built without it (a policy's network and
+  // the knob spaces of a large job take long), then installed by BindLandedLocked.
+  struct BindRequest {
+    std::string job_id;
+    uint64_t id = 0;
+    v1::JobSpec spec;
+    std::vector<v1::Workload> workloads;
+    v1::ChipFingerprint chip;
+    std::shared_ptr<agent::AgentMetrics> metrics;
+    absl::StatusOr<std::vector<std::shared_ptr<TaskStrategy>>> built;
+  };
+  // Each task's strategy for `chip`, or why the job cannot be tuned on it (no valid configuration
+  // left after the job's knob constraints). Needs no lock.
+  absl::StatusOr<std::vector<std::shared_ptr<TaskStrategy>>> BuildStrategies(
+      const v1::JobSpec& spec, const std::vector<v1::Workload>& workloads,
+      const v1::ChipFingerprint& chip, std::shared_ptr<agent::AgentMetrics> metrics) const;
+  // Installs what each request built on its job (bound and RUNNING), or fails the job with the
+  // reason; dropped when the job finished, left memory, was rebuilt or bound meanwhile. True when
+  // some job changed.
+  bool BindLandedLocked(std::vector<BindRequest>& requests, WriteBatch& batch);
   // A task's next proposals, asked by the lease that found them run out (TaskState::proposing)
   // and made by that lease with the mutex released: the results and starts the strategy was not
   // yet told of, then Propose(n).
@@ -250,7 +272,7 @@ class Coordinator {
   // UpdateBestTokensLocked.
   FinalRounds finals_;
   std::map<std::string, std::unique_ptr<JobEntry>> jobs_;
-  uint64_t next_propose_id_ = 1;  // TaskState::proposing
+  uint64_t next_propose_id_ = 1;  // TaskState::proposing, JobEntry::binding
   // Job id -> the trials asked for by the leases waiting for its proposals (on proposal_cv_):
   // counted into the next batch's size as if in flight.
   std::map<std::string, int> proposal_demand_;

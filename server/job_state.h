@@ -79,6 +79,10 @@ struct JobEntry {
   int64_t next_trial_seq = 1;
   std::deque<v1::JobEvent> events;  // the most recent, for WaitEvents
   int64_t next_event_seq = 1;
+  // The id of the bind request a lease runs for this queued job now (0: none): its strategies are
+  // built with the mutex released and installed only while this still names it. Meanwhile other
+  // leases pass the job over, as a task awaiting proposals.
+  uint64_t binding = 0;
 
   v1::Trial& AddTrial(v1::Trial t);
   void SetState(v1::Trial& t, v1::TrialState state);

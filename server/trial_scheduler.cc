@@ -100,15 +100,15 @@ const v1::Trial* RemeasuredTrial(const JobEntry& job, const v1::Trial& again) {
   return first;
 }
 
-absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
-  job.job.set_chip_type(chip.chip_type());
-  *job.job.mutable_chip() = chip;
-  for (size_t i = 0; i < job.tasks.size(); ++i) {
-    const v1::Workload& w = job.job.tasks(i).workload();
+absl::StatusOr<std::vector<std::shared_ptr<TaskStrategy>>> Coordinator::BuildStrategies(
+    const v1::JobSpec& spec, const std::vector<v1::Workload>& workloads,
+    const v1::ChipFingerprint& chip, std::shared_ptr<agent::AgentMetrics> metrics) const {
+  std::vector<std::shared_ptr<TaskStrategy>> out;
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    const v1::Workload& w = workloads[i];
     ASSIGN_OR_RETURN(codegen::KnobSpace space, codegen::SpaceFor(w, chip));
     // The human constraints (pin, exclude, range); a model job's name other operators' knobs too.
-    RETURN_IF_ERROR(
-        codegen::ApplyKnobConstraints(job.job.spec(), IsModelJob(job.job.spec()), &space));
+    RETURN_IF_ERROR(codegen::ApplyKnobConstraints(spec, IsModelJob(spec), &space));
     if (space.EnumerateValid(1).empty() && space.CartesianSize() < (1u << 22))
       return absl::InvalidArgumentError(
           "no valid configuration is left after the pins, exclusions and ranges");
@@ -116,15 +116,55 @@ absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& c
     ctx.space = std::move(space);
     ctx.workload = w;
     ctx.chip = chip;
-    ctx.seed = job.job.spec().seed() + i;
-    if (metrics_) ctx.metrics = metrics_->AgentSink(job.job.id());
-    const std::string& name = job.job.spec().strategy();
+    ctx.seed = spec.seed() + i;
+    ctx.metrics = metrics;
+    const std::string& name = spec.strategy();
     ASSIGN_OR_RETURN(std::unique_ptr<agent::Strategy> strategy,
                      options_.new_strategy ? options_.new_strategy(name, std::move(ctx))
                                            : agent::NewStrategy(name, std::move(ctx)));
-    job.tasks[i].strategy = std::make_shared<TaskStrategy>(std::move(strategy));
+    out.push_back(std::make_shared<TaskStrategy>(std::move(strategy)));
   }
+  return out;
+}
+
+absl::Status Coordinator::BindLocked(JobEntry& job, const v1::ChipFingerprint& chip) {
+  std::vector<v1::Workload> workloads;
+  for (size_t i = 0; i < job.tasks.size(); ++i) workloads.push_back(job.job.tasks(i).workload());
+  ASSIGN_OR_RETURN(auto built,
+                   BuildStrategies(job.job.spec(), workloads, chip,
+                                   metrics_ ? metrics_->AgentSink(job.job.id()) : nullptr));
+  job.job.set_chip_type(chip.chip_type());
+  *job.job.mutable_chip() = chip;
+  for (size_t i = 0; i < job.tasks.size(); ++i) job.tasks[i].strategy = std::move(built[i]);
   return absl::OkStatus();
+}
+
+bool Coordinator::BindLandedLocked(std::vector<BindRequest>& requests, WriteBatch& batch) {
+  bool changed = false;
+  for (BindRequest& r : requests) {
+    JobEntry* job = FindJobLocked(r.job_id);
+    // Cancelled, evicted or rebuilt (a refused write) meanwhile: what was built goes unused.
+    if (!job || job->binding != r.id) continue;
+    job->binding = 0;
+    if (job->terminal() || !job->job.chip_type().empty() || job->tasks.size() != r.workloads.size())
+      continue;
+    changed = true;
+    const std::string& label = r.chip.chip_type();
+    job->job.set_chip_type(label);
+    *job->job.mutable_chip() = r.chip;
+    if (!r.built.ok()) {
+      FinishLocked(*job, v1::FAILED,
+                   absl::StrCat("cannot tune on ", label, ": ", r.built.status().message()), batch);
+      continue;
+    }
+    for (size_t i = 0; i < job->tasks.size(); ++i)
+      job->tasks[i].strategy = std::move((*r.built)[i]);
+    job->job.set_state(v1::RUNNING);
+    job->job.set_started_unix_ms(clock_->NowMs());
+    batch.jobs.push_back(job->job);
+    PushEventLocked(*job, v1::JobEvent::STATE);
+  }
+  return changed;
 }
 
 void Coordinator::UpdateBestTokensLocked(JobEntry& job) {
@@ -360,12 +400,18 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     for (uint64_t ticket : tickets) RETURN_IF_ERROR(AwaitWrite(ticket));
     return out;
   };
+  WriteBatch bound;  // jobs this lease bound: written with its next round's changes
   while (true) {
-    ASSIGN_OR_RETURN(WorkerEntry * entry, OwnWorkerLocked(request.worker_id(), caller));
-    v1::WorkerInfo& worker = entry->info;
+    absl::StatusOr<WorkerEntry*> entry = OwnWorkerLocked(request.worker_id(), caller);
+    if (!entry.ok()) {  // forgotten while it bound a job: the binding is stored all the same
+      if (!bound.empty()) QueueWriteLocked(std::move(bound)).IgnoreError();
+      return entry.status();
+    }
+    v1::WorkerInfo& worker = (*entry)->info;
     worker.set_last_heartbeat_unix_ms(clock_->NowMs());
     const std::string& label = worker.chip().chip_type();
-    WriteBatch batch;
+    WriteBatch batch = std::move(bound);
+    bound = WriteBatch();
     ExpireLeasesLocked(batch);
     std::vector<JobEntry*> order;
     for (auto& [id, job] : jobs_)
@@ -376,18 +422,23 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       return a->job.spec().priority() > b->job.spec().priority();
     });
     std::vector<ProposeRequest> requests;
+    std::vector<BindRequest> binds;
     for (JobEntry* job : order) {
       if (job->job.chip_type().empty()) {
-        absl::Status bound = BindLocked(*job, worker.chip());
-        if (!bound.ok()) {
-          FinishLocked(*job, v1::FAILED,
-                       absl::StrCat("cannot tune on ", label, ": ", bound.message()), batch);
-          continue;
+        // A queued job is bound to this worker's chip by this lease once it has released the
+        // mutex (below); until then every lease passes it over, so that it is bound once.
+        if (job->binding == 0) {
+          BindRequest r;
+          r.job_id = job->job.id();
+          r.id = next_propose_id_++;
+          r.spec = job->job.spec();
+          for (const v1::TaskResult& t : job->job.tasks()) r.workloads.push_back(t.workload());
+          r.chip = worker.chip();
+          if (metrics_) r.metrics = metrics_->AgentSink(r.job_id);
+          job->binding = r.id;
+          binds.push_back(std::move(r));
         }
-        job->job.set_state(v1::RUNNING);
-        job->job.set_started_unix_ms(clock_->NowMs());
-        batch.jobs.push_back(job->job);
-        PushEventLocked(*job, v1::JobEvent::STATE);
+        continue;
       }
       while (out.trials_size() < max) {
         v1::Trial* t = NextTrialLocked(*job, worker, batch, requests);
@@ -415,24 +466,41 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     for (JobEntry* job : order)
       for (const TaskState& t : job->tasks) more_ready = more_ready || !t.ready.empty();
     const bool changed = !batch.empty();
-    ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
-    tickets.push_back(ticket);
+    absl::StatusOr<uint64_t> ticket = QueueWriteLocked(std::move(batch));
+    if (!ticket.ok()) {
+      for (const BindRequest& b : binds)  // not bound: the next lease binds them
+        if (JobEntry* job = FindJobLocked(b.job_id); job && job->binding == b.id) job->binding = 0;
+      return ticket.status();
+    }
+    tickets.push_back(*ticket);
     if (changed) UpdateGaugesLocked();
-    if (!requests.empty()) {
-      // Tasks whose proposals ran out: this lease makes them with the mutex released (a slow
-      // strategy holds up no other job's leases and reports), then takes its trials from them
-      // at once rather than long-polling for them.
+    if (!requests.empty() || !binds.empty()) {
+      // Jobs to bind and tasks whose proposals ran out: this lease builds the strategies and
+      // makes the proposals with the mutex released (a slow strategy holds up no other job's
+      // leases and reports), then takes its trials from them at once rather than long-polling.
       lock.unlock();
+      for (BindRequest& b : binds)
+        b.built = BuildStrategies(b.spec, b.workloads, b.chip, std::move(b.metrics));
       ProposeUnlocked(requests);
       lock.lock();
+      if (!binds.empty()) {
+        if (BindLandedLocked(binds, bound)) UpdateGaugesLocked();
+        WakeLeasesLocked();  // those that passed the jobs over: new work, or a job failed
+      }
       // The leases that passed these tasks over are woken one at a time, each waking the next
       // while trials are left (more_ready): a batch serves a few leases, and waking all of them
       // at once has dozens find nothing on a busy fleet. A batch dropped or empty wakes all.
-      if (LandProposalsLocked(requests))
-        proposal_cv_.notify_one();
-      else
-        proposal_cv_.notify_all();
+      if (!requests.empty()) {
+        if (LandProposalsLocked(requests))
+          proposal_cv_.notify_one();
+        else
+          proposal_cv_.notify_all();
+      }
       if (!shutdown_ && out.trials_size() < max) continue;
+      if (!bound.empty()) {
+        ASSIGN_OR_RETURN(uint64_t bound_ticket, QueueWriteLocked(std::move(bound)));
+        tickets.push_back(bound_ticket);
+      }
       more_ready = false;  // `order` may be stale now; the wake above stands for it
     }
     if (out.trials_size() > 0 || shutdown_) {
@@ -440,12 +508,13 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       return answer();
     }
     // The leases are answered once stored; an empty answer tells nothing, so a poll waits on.
-    // One that passed over a task being proposed for waits for proposals to land, not for every
-    // report: on a busy fleet each report would wake every such poll only to find the task still
-    // proposing (new work that comes meanwhile waits at most one Propose).
+    // One that passed over a task being proposed for (or a job being bound) waits for proposals
+    // to land, not for every report: on a busy fleet each report would wake every such poll only
+    // to find the task still proposing (new work that comes meanwhile waits at most one Propose).
     std::vector<std::string> passed_over;
     for (JobEntry* job : order)
-      if (std::any_of(job->tasks.begin(), job->tasks.end(),
+      if (job->binding != 0 ||
+          std::any_of(job->tasks.begin(), job->tasks.end(),
                       [](const TaskState& t) { return t.AwaitingProposals(); }))
         passed_over.push_back(job->job.id());
     if (passed_over.empty()) {

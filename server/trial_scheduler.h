@@ -1,9 +1,10 @@
 // The coordinator's trial scheduler: which trial a worker leases next, and what a reported result
 // does to its job. Its code is these Coordinator members, declared in server/coordinator.h and
 // defined in server/trial_scheduler.cc (the *Locked ones run with the coordinator mutex held):
-//   LeaseTrials (RPC)     binds a queued job to the worker's chip type (BindLocked) and leases it
-//                         trials, long-polling until there is one; a TUNE trial races its task's
-//                         best so far.
+//   LeaseTrials (RPC)     binds a queued job to the worker's chip type (its strategies built
+//                         with the mutex released, BuildStrategies) and leases it trials,
+//                         long-polling until there is one; a TUNE trial races its task's best so
+//                         far.
 //   NextTrialLocked       a job's next trial: a pending one, oldest first (MayLeaseLocked sends a
 //                         re-measurement to another worker), then each task's baseline, then a
 //                         new proposal (StartingConfigs, then the strategy's) for the task picked

@@ -94,22 +94,38 @@ class SlowStrategy final : public agent::Strategy {
   bool dry_;
 };
 
-constexpr int kSlowM = 8;  // the slow job's GEMM has M = 8, the fast one's M = 16
+constexpr int kSlowM = 8;         // the slow job's GEMM has M = 8, the fast one's M = 16
+constexpr int kUnbindableM = 24;  // a job whose strategy cannot be built for the chip
 
 class ProposerTest : public ::testing::Test {
  protected:
-  void Start(bool dry = false) {
+  // With `slow_build`, the slow job's strategy is held at bind_gate_ while it is built (a policy
+  // network on a large space), rather than in its first Propose.
+  void Start(bool dry = false, bool slow_build = false) {
     store_ = *OpenStore("", testing::TempDir());
     CoreOptions o{5000, 1000, 5000, 1};
     o.final_rounds = 0;  // only TUNE trials against the budget, plus each task's baseline
     o.finished_jobs_in_memory = 0;
-    std::shared_ptr<Gate> gate = gate_;
-    o.new_strategy = [gate, dry](const std::string& name, agent::StrategyContext ctx)
-        -> absl::StatusOr<std::unique_ptr<agent::Strategy>> {
-      const bool slow = ctx.workload.dims().at("M") == kSlowM;
+    std::shared_ptr<Gate> gate = slow_build ? std::make_shared<Gate>() : gate_;
+    std::shared_ptr<Gate> bind_gate = bind_gate_;
+    o.new_strategy =
+        [gate, bind_gate, dry, slow_build](
+            const std::string& name,
+            agent::StrategyContext ctx) -> absl::StatusOr<std::unique_ptr<agent::Strategy>> {
+      const int64_t m = ctx.workload.dims().at("M");
+      if (m == kUnbindableM)
+        return absl::InvalidArgumentError("no valid configuration is left (test)");
+      const bool slow = m == kSlowM;
+      if (slow && slow_build) {
+        std::unique_lock<std::mutex> lock(bind_gate->mu);
+        bind_gate->entered = true;
+        ++bind_gate->proposes;  // here: strategies built
+        bind_gate->cv.notify_all();
+        bind_gate->cv.wait_for(lock, std::chrono::seconds(10), [&] { return bind_gate->open; });
+      }
       ASSIGN_OR_RETURN(std::unique_ptr<agent::Strategy> inner,
                        agent::NewStrategy(name, std::move(ctx)));
-      if (!slow) return inner;
+      if (!slow || slow_build) return inner;
       return std::make_unique<SlowStrategy>(std::move(inner), gate, 30, dry);
     };
     core_ = std::make_unique<Coordinator>(store_.get(), &clock_, nullptr, o);
@@ -182,8 +198,33 @@ class ProposerTest : public ::testing::Test {
       for (const v1::Trial& t : (*held_)->trials()) ReportTimed(t, 70);
   }
 
+  // Leases (each on a thread of its own) until one is held building the slow job's strategy at
+  // bind_gate_; the trials of those that returned are answered.
+  void RunUntilBinding() {
+    for (int i = 0; i < 100; ++i) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      auto result = std::make_shared<absl::StatusOr<v1::LeaseTrialsResponse>>();
+      std::thread lease([this, done, result] {
+        *result = core_->LeaseTrials(LeaseRequest(worker_, 1), "");
+        done->store(true);
+      });
+      while (!done->load() && !bind_gate_->Entered())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!done->load()) {
+        holder_ = std::move(lease);
+        held_ = result;
+        return;
+      }
+      lease.join();
+      ASSERT_TRUE(result->ok()) << result->status();
+      for (const v1::Trial& t : (*result)->trials()) ReportTimed(t, 100 + i);
+    }
+    FAIL() << "the slow job's strategy was never built";
+  }
+
   void TearDown() override {
     gate_->Open();
+    bind_gate_->Open();
     if (holder_.joinable()) holder_.join();
   }
 
@@ -218,6 +259,7 @@ class ProposerTest : public ::testing::Test {
 
   FakeClock clock_;
   std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  std::shared_ptr<Gate> bind_gate_ = std::make_shared<Gate>();
   std::unique_ptr<Store> store_;
   std::unique_ptr<Coordinator> core_;
   std::string worker_;
@@ -317,6 +359,81 @@ TEST_F(ProposerTest, ShutdownWhileALeaseProposes) {
   JoinHolder(/*report=*/false);
   core_.reset();
   EXPECT_EQ(gate_->proposes, 1);
+}
+
+// A job whose strategy is slow to build (held at the gate) is bound by the lease that found it,
+// with the mutex released: meanwhile the other job's leases and reports go on without waiting,
+// no other lease binds it again, and once built it runs exactly its budget.
+TEST_F(ProposerTest, ASlowBindHoldsUpNoOtherJob) {
+  Start(/*dry=*/false, /*slow_build=*/true);
+  const std::string fast = Submit(16, 40, 0);
+  double ms;
+  auto first = LeaseTimed(&ms);  // the fast job bound and running
+  ASSERT_EQ(first.size(), 1u);
+  ReportTimed(first[0], 400);
+  const std::string slow = Submit(kSlowM, 12, 1);  // first in every lease from now on
+  RunUntilBinding();
+  std::vector<double> lease_ms, report_ms;
+  int fast_trials = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto t = LeaseTimed(&ms);
+    ASSERT_EQ(t.size(), 1u) << "no trial for the fast job while the slow one is bound";
+    lease_ms.push_back(ms);
+    fast_trials += t[0].job_id() == fast;
+    report_ms.push_back(ReportTimed(t[0], 500 + i));
+  }
+  EXPECT_TRUE(bind_gate_->StillHeld()) << "the slow bind ended before the test's calls did";
+  std::sort(lease_ms.begin(), lease_ms.end());
+  std::sort(report_ms.begin(), report_ms.end());
+  EXPECT_LT(lease_ms[10], 100) << "median lease (ms)";
+  EXPECT_LT(report_ms[10], 100) << "median report (ms)";
+  EXPECT_LT(lease_ms.back(), 2000) << "slowest lease (ms)";
+  EXPECT_LT(report_ms.back(), 2000) << "slowest report (ms)";
+  EXPECT_EQ(fast_trials, 20);
+  const v1::Job queued = *core_->GetJob(slow);
+  EXPECT_EQ(queued.state(), v1::QUEUED);
+  EXPECT_TRUE(queued.chip_type().empty());
+  bind_gate_->Open();
+  JoinHolder();
+  EXPECT_EQ(core_->GetJob(slow)->state(), v1::RUNNING);
+  Drain();
+  ExpectExactBudget(slow, 12);
+  ExpectExactBudget(fast, 40);
+  EXPECT_EQ(bind_gate_->proposes, 1);  // built once: no other lease bound it again
+}
+
+// A job cancelled while its strategy is built is not bound when the build comes back; the other
+// job goes on.
+TEST_F(ProposerTest, AJobCancelledWhileItIsBoundStaysCancelled) {
+  Start(/*dry=*/false, /*slow_build=*/true);
+  const std::string slow = Submit(kSlowM, 12, 1);
+  const std::string fast = Submit(16, 6, 0);
+  RunUntilBinding();
+  ASSERT_EQ(*core_->CancelJob(slow), v1::CANCELLED);
+  bind_gate_->Open();
+  JoinHolder();
+  for (const v1::Trial& t : (*held_)->trials()) EXPECT_EQ(t.job_id(), fast);
+  const v1::Job job = *core_->GetJob(slow);
+  EXPECT_EQ(job.state(), v1::CANCELLED);
+  EXPECT_TRUE(job.chip_type().empty());
+  EXPECT_EQ(job.trials_done(), 0);
+  Drain();
+  ExpectExactBudget(fast, 6);
+}
+
+// A strategy that cannot be built for the worker's chip fails its job with the reason, as it did
+// when jobs were bound under the mutex.
+TEST_F(ProposerTest, AStrategyThatCannotBeBuiltFailsItsJob) {
+  Start();
+  const std::string bad = Submit(kUnbindableM, 12, 0);
+  auto leased = core_->LeaseTrials(LeaseRequest(worker_, 1), "");
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  EXPECT_TRUE(leased->trials().empty());
+  const v1::Job job = *core_->GetJob(bad);
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.message(),
+            "cannot tune on " + job.chip_type() + ": no valid configuration is left (test)");
+  EXPECT_FALSE(job.chip_type().empty());
 }
 
 }  // namespace
