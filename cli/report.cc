@@ -505,6 +505,25 @@ std::string ModelSection(const v1::Job& job, const std::vector<TaskSummary>& tas
            " µs a step from per-operator timings).</p>\n" +
            BarChart("share of the step per operator", share, "share of the step (%)");
   const v1::StepResult& s = job.tokens_per_second();
+  if (s.op_times_size() > 0 && s.step_us() > 0) {  // what the measured step itself spent
+    std::vector<std::tuple<std::string, double, std::string>> measured;
+    for (const v1::StepOpTime& o : s.op_times()) {
+      const double us = o.in_step_us() * o.calls_per_step();
+      measured.emplace_back(
+          o.workload_key() + " ×" + std::to_string(o.calls_per_step()), 100 * us / s.step_us(),
+          FormatFixed(100 * us / s.step_us(), 1) + "%  (" + FormatFixed(o.in_step_us(), 1) +
+              " µs a call" +
+              (o.isolated_us() > 0 ? ", alone " + FormatFixed(o.isolated_us(), 1) : "") + ")");
+    }
+    std::stable_sort(measured.begin(), measured.end(),
+                     [](const auto& a, const auto& b) { return std::get<1>(a) > std::get<1>(b); });
+    out +=
+        "<h3>Inside the measured step</h3>\n<p>Each of Kiln's kernel calls timed as the step "
+        "ran, over the measured step (" +
+        FormatMicros(s.step_us()) + " µs), beside the kernel's median alone.</p>\n" +
+        BarChart("share of the measured step per kernel", measured,
+                 "share of the measured step (%)");
+  }
   std::vector<std::tuple<std::string, double, std::string>> tps;
   auto add = [&](const std::string& label, double v) {
     if (v > 0) tps.emplace_back(label, v, FormatFixed(v, 2) + " tokens/s");

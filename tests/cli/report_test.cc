@@ -216,6 +216,23 @@ TEST(ReportTest, ModelJobShowsShareAndTokensPerSecond) {
   EXPECT_THAT(html, HasSubstr("No trial was refused."));
   EXPECT_THAT(html, HasSubstr("no measured peak or read bandwidth"));  // no chip fingerprint
   EXPECT_FALSE(HasRemoteReference(html));
+  // With the measured step's kernel times: a chart of where the measured step went.
+  s->set_step_us(16000);
+  v1::StepOpTime* o = s->add_op_times();
+  o->set_workload_key("rmsnorm t=1 d=2048 fp32");
+  o->set_calls_per_step(45);
+  o->set_in_step_us(1.5);
+  o = s->add_op_times();
+  o->set_workload_key("gemm m=1 n=5632 k=2048 fp32");
+  o->set_calls_per_step(44);
+  o->set_in_step_us(320);
+  o->set_isolated_us(300);
+  const std::string with = ReportHtml(r);
+  EXPECT_EQ(Count(with, "<svg"), 6u);
+  const std::string measured = Svg(with, 4);
+  EXPECT_THAT(measured, HasSubstr("<title>share of the measured step per kernel"));
+  EXPECT_THAT(measured, HasSubstr("88.0%  (320.0 µs a call, alone 300.0)"));  // 44*320/16000
+  EXPECT_LT(measured.find("gemm m=1"), measured.find("rmsnorm t=1"));
 }
 
 TEST(ReportTest, EmptyJobStillRenders) {
