@@ -312,8 +312,9 @@ absl::Status ParseJobFlags(const Values& v, Invocation* inv) {
   if ((op || shape) && model) return Bad("--op/--shape and --model/--hf-config are exclusive");
   const bool extend = v.count("extend") > 0;
   if (extend) {  // JOB's own workload, chip and constraints: the coordinator copies them
-    for (const char* flag : {"op", "shape", "model", "hf-config", "dtype", "epilogue", "phase",
-                             "batch", "context", "chip", "pin", "exclude", "range"})
+    for (const char* flag :
+         {"op", "shape", "model", "hf-config", "dtype", "epilogue", "phase", "batch", "context",
+          "chip", "pin", "exclude", "range", "no-step-probe"})
       if (v.count(flag))
         return Bad("--extend JOB continues JOB's own workload, chip and constraints; leave out --",
                    flag);
