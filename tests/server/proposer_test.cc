@@ -1,7 +1,8 @@
 // Proposing off the mutex (Coordinator::LeaseTrials): the lease that finds a task's proposals run
 // out makes them with only the strategy's lock held, so a slow strategy holds up neither leasing
 // nor reporting for another job, its job still runs exactly its budget, and a job cancelled, shed
-// or evicted, or a coordinator shut down, while its strategy proposes is safe.
+// or evicted, or a coordinator shut down, while its strategy proposes is safe. A job's strategies
+// are built the same way, by the lease that binds it.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -106,7 +107,7 @@ class ProposerTest : public ::testing::Test {
     CoreOptions o{5000, 1000, 5000, 1};
     o.final_rounds = 0;  // only TUNE trials against the budget, plus each task's baseline
     o.finished_jobs_in_memory = 0;
-    std::shared_ptr<Gate> gate = slow_build ? std::make_shared<Gate>() : gate_;
+    std::shared_ptr<Gate> gate = gate_;
     std::shared_ptr<Gate> bind_gate = bind_gate_;
     o.new_strategy =
         [gate, bind_gate, dry, slow_build](
