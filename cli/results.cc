@@ -150,15 +150,20 @@ std::string TokensPerSecondText(const v1::Job& job) {
 }
 
 // One line on a task's final rounds: how many, and each finalist's score, the best first.
-std::string FinalsText(const std::vector<v1::Finalist>& finalists) {
-  std::string out = "  final rounds: " + std::to_string(finalists.size()) +
+// `what` names the rounds ("final rounds", "inside the step"); the best config is marked.
+std::string FinalsText(const std::string& what, const std::vector<v1::Finalist>& finalists,
+                       const v1::Config& best) {
+  std::string out = "  " + what + ": " + std::to_string(finalists.size()) +
                     " configurations timed in turns, " +
                     std::to_string(finalists.front().round_median_us_size()) +
                     " rounds; time over each round's fastest (median):";
+  size_t marked = 0;  // the best's place (the first when none is the best's config)
+  for (size_t i = 0; i < finalists.size(); ++i)
+    if (ConfigText(finalists[i].config()) == ConfigText(best)) marked = i;
   for (size_t i = 0; i < finalists.size(); ++i) {
     const v1::Finalist& f = finalists[i];
     out += (i ? ", " : " ") + (f.failed() ? std::string("failed") : FormatFixed(f.score(), 3)) +
-           (i == 0 && !f.failed() ? " (best)" : "");
+           (i == marked && !f.failed() ? " (best)" : "");
   }
   return out + "\n";
 }
@@ -255,6 +260,7 @@ std::vector<TaskSummary> SummarizeTasks(const v1::GetResultsResponse& results) {
     }
     if (s.best && s.baseline) s.speedup = s.baseline->median_us() / s.best->median_us();
     s.finalists.assign(task.finalists().begin(), task.finalists().end());
+    s.step_finalists.assign(task.step_finalists().begin(), task.step_finalists().end());
     for (const v1::Trial& trial : results.trials())
       if (trial.task_index() == i && trial.kind() == v1::TUNE && trial.measurement().from_cache())
         s.answered_from_records++;
@@ -319,7 +325,9 @@ std::string FormatResultsTable(const v1::GetResultsResponse& results) {
     out +=
         (tasks.size() == 1 ? std::string("best config: ") : "best config (" + t.workload + "): ") +
         (config.empty() ? "-" : config) + "\n";
-    if (!t.finalists.empty()) out += FinalsText(t.finalists);
+    if (!t.finalists.empty()) out += FinalsText("final rounds", t.finalists, t.best_config);
+    if (!t.step_finalists.empty())
+      out += FinalsText("inside the step", t.step_finalists, t.best_config);
   }
   for (const TaskSummary& t : tasks)
     if (t.seeded_from_best_known > 0 || t.answered_from_records > 0 || !t.best_from_job.empty())
@@ -378,13 +386,19 @@ std::string ResultsJson(const v1::GetResultsResponse& results, const v1::ChipFin
       }
     task["baselines"] = std::move(routes);
     task["speedup_vs_baseline"] = t.speedup ? Json(*t.speedup) : Json();
-    Json finalists = Json::array();  // the final rounds, the best first
-    for (const v1::Finalist& f : t.finalists)
-      finalists.push_back({{"config", ConfigJson(f.config())},
-                           {"score", f.score()},
-                           {"failed", f.failed()},
-                           {"round_median_us", Numbers(f.round_median_us())}});
-    task["finalists"] = std::move(finalists);
+    // The final rounds (each round's median alone), then the same finalists timed inside the
+    // composed step (each round's time a call there); the lowest score first.
+    auto finalists = [](const std::vector<v1::Finalist>& list, const char* rounds_field) {
+      Json out = Json::array();
+      for (const v1::Finalist& f : list)
+        out.push_back({{"config", ConfigJson(f.config())},
+                       {"score", f.score()},
+                       {"failed", f.failed()},
+                       {rounds_field, Numbers(f.round_median_us())}});
+      return out;
+    };
+    task["finalists"] = finalists(t.finalists, "round_median_us");
+    task["step_finalists"] = finalists(t.step_finalists, "round_in_step_us");
     task["from_earlier_jobs"] = {
         {"answered_from_records", t.answered_from_records},
         {"seeded_from_best_known", t.seeded_from_best_known},

@@ -31,10 +31,11 @@ struct TaskSummary {
   v1::Config best_config;
   std::optional<v1::Measurement> baseline;
   std::string baseline_name;
-  int baseline_threads = 0;             // the winning route's threads (0: not reported)
-  std::optional<double> speedup;        // baseline median / best median
-  std::vector<v1::Finalist> finalists;  // the final rounds, winner first (empty: none)
-  std::vector<RefusedTrial> refused;    // in trial order (the composed step's is the job's)
+  int baseline_threads = 0;                  // the winning route's threads (0: not reported)
+  std::optional<double> speedup;             // baseline median / best median
+  std::vector<v1::Finalist> finalists;       // the final rounds, winner first (empty: none)
+  std::vector<v1::Finalist> step_finalists;  // the same timed inside the step, fastest first
+  std::vector<RefusedTrial> refused;         // in trial order (the composed step's is the job's)
   std::map<std::string, int> refused_by_status;
   // What came from earlier jobs: TUNE trials answered from their tuning records, the best known
   // configurations timed again first, and the job that first measured the best ("" if this one).

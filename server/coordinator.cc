@@ -361,7 +361,9 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
     if (!t.baseline_created) return;
     if (!model && !job.BudgetSpent(i)) return;
   }
-  if (model && (PickModelTask(job) >= 0 || StepDue(job) || StepPending(job))) return;
+  if (model &&
+      (PickModelTask(job) >= 0 || StepRoundsDue(job) || StepDue(job) || StepPending(job)))
+    return;
   if (!job.Settled()) return;
   if (finals_.StartLocked(job, batch)) {
     WakeLeasesLocked();

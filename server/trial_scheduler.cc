@@ -228,6 +228,16 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
   // step with their winners (also when the last proposals were answered from the store just now).
   auto finals_or_step = [&]() -> v1::Trial* {
     if (v1::Trial* final_trial = finals_.StartLocked(job, batch)) return final_trial;
+    if (StepRoundsDue(job)) {  // each task's finalists timed inside the step, in turns
+      v1::Trial* first = nullptr;
+      for (v1::StepRequest& req : BuildStepRounds(job)) {
+        v1::Trial& round = NewTrialLocked(job, 0, v1::STEP);
+        *round.mutable_step() = std::move(req);
+        batch.trials.push_back(round);
+        if (!first) first = &round;  // goes out with this lease
+      }
+      return first;
+    }
     if (!StepDue(job)) return nullptr;
     v1::Trial& step = NewTrialLocked(job, 0, v1::STEP);
     *step.mutable_step() = BuildStepRequest(job);
@@ -600,7 +610,10 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     RefuseInexactStep(job.job.spec().dtype(), trial.mutable_measurement());
   batch.trials.push_back(trial);
   if (trial.kind() == v1::STEP) {  // the composed step's measured tokens/s
-    ApplyStepResult(job, trial);
+    for (int changed : ApplyStepResult(job, trial)) {  // a finalist faster inside the step
+      UpdateBestTokensLocked(job);
+      PushEventLocked(job, v1::JobEvent::NEW_BEST, changed, &job.job.tasks(changed).best());
+    }
     if (metrics_ && job.job.tokens_per_second().measured() > 0)
       metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
     if (metrics_ && job.job.tokens_per_second().bound_fraction() > 0)

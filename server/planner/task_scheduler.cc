@@ -2,16 +2,133 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "codegen/workload.h"
 #include "server/planner/planner.h"
+#include "server/tuning_record.h"
 
 namespace kiln::server {
 namespace {
 
-constexpr double kAlpha = 0.2;  // weight of the backward-looking term (Ansor's alpha)
-constexpr int kWindow = 3;      // trials over which the recent improvement is measured
+constexpr double kAlpha = 0.2;        // weight of the backward-looking term (Ansor's alpha)
+constexpr int kWindow = 3;            // trials over which the recent improvement is measured
+constexpr int kStepVariants = 3;      // a task's finalists timed inside the step, at most
+constexpr int kStepRounds = 2;        // step rounds, the variants' order reversed in the second
+constexpr double kStepMargin = 0.02;  // a lead inside the step below this is noise
+
+// A configuration a task can run in the step rounds, with its median alone.
+struct Candidate {
+  v1::Config config;
+  double alone_us = 0;
+};
+
+// The task's finalists that passed the final rounds (its winner first, with its best figure),
+// or its best alone when it had no final rounds.
+std::vector<Candidate> Candidates(const v1::TaskResult& t) {
+  std::vector<Candidate> out;
+  for (const v1::Finalist& f : t.finalists()) {
+    if (f.failed() || static_cast<int>(out.size()) >= kStepVariants) continue;
+    out.push_back({f.config(), Median({f.round_median_us().begin(), f.round_median_us().end()})});
+  }
+  if (out.empty() && t.has_best()) out.push_back({t.best_config(), 0});
+  if (!out.empty()) out[0].alone_us = t.best().median_us();
+  return out;
+}
+
+bool IsStepRound(const v1::Trial& t) {
+  return t.kind() == v1::STEP && t.step().probe() && t.step().round() > 0;
+}
+
+std::string KeyOf(const v1::Config& c) { return codegen::ConfigKey(codegen::FromProto(c)); }
+
+// The task's FINAL trial of `config` at its median round (what DecideLocked makes a winner's
+// figure), or null.
+const v1::Trial* MedianFinal(const JobEntry& job, int task, const std::string& config) {
+  std::vector<const v1::Trial*> rounds;
+  for (const auto& [id, t] : job.trials)
+    if (t.task_index() == task && t.kind() == v1::FINAL && t.state() == v1::DONE &&
+        t.measurement().status() == v1::OK && KeyOf(t.config()) == config)
+      rounds.push_back(&t);
+  if (rounds.empty()) return nullptr;
+  std::sort(rounds.begin(), rounds.end(), [](const v1::Trial* a, const v1::Trial* b) {
+    return a->measurement().median_us() < b->measurement().median_us();
+  });
+  return rounds[rounds.size() / 2];
+}
+
+// Once every step round is answered: each task's finalists scored by their time inside the
+// step, and its best moved to the fastest there when that leads its winner beyond the margin.
+std::vector<int> DecideStepRounds(JobEntry& job) {
+  std::vector<const v1::Trial*> rounds;
+  for (const auto& [id, t] : job.trials)
+    if (IsStepRound(t)) {
+      if (t.state() != v1::DONE) return {};
+      rounds.push_back(&t);
+    }
+  std::vector<int> changed;
+  for (int i = 0; i < job.job.tasks_size(); ++i) {
+    v1::TaskResult* task = job.job.mutable_tasks(i);
+    const std::vector<Candidate> cands = Candidates(*task);
+    if (cands.size() < 2) continue;
+    const std::string workload = codegen::WorkloadKey(task->workload());
+    // config key -> round -> its time a call in that round's steps (a config in several
+    // variants of one round, as a task with fewer finalists is, is timed more than once)
+    std::map<std::string, std::map<int, std::vector<double>>> times;
+    for (const v1::Trial* t : rounds) {
+      if (t->measurement().status() != v1::OK || i >= t->step().kernels_size()) continue;
+      for (const v1::StepOpTime& o : t->measurement().step().op_times())
+        if (o.workload_key() == workload && o.in_step_us() > 0)
+          times[KeyOf(t->step().kernels(i).config())][t->step().round()].push_back(o.in_step_us());
+    }
+    auto mean = [](const std::vector<double>& v) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      return sum / v.size();
+    };
+    std::map<int, double> fastest;
+    for (const auto& [config, by_round] : times)
+      for (const auto& [round, us] : by_round)
+        if (!fastest.count(round) || mean(us) < fastest[round]) fastest[round] = mean(us);
+    std::vector<v1::Finalist> scored;
+    for (const Candidate& c : cands) {
+      v1::Finalist f;
+      *f.mutable_config() = c.config;
+      std::vector<double> ratios;
+      const auto& by_round = times[KeyOf(c.config)];
+      for (int r = 1; r <= kStepRounds; ++r) {
+        auto it = by_round.find(r);
+        f.add_round_median_us(it == by_round.end() ? 0 : mean(it->second));
+        if (it == by_round.end())
+          f.set_failed(true);  // that round's step failed: no figure inside the step
+        else
+          ratios.push_back(mean(it->second) / fastest[r]);
+      }
+      if (!f.failed()) f.set_score(Median(ratios));
+      scored.push_back(std::move(f));
+    }
+    const v1::Finalist winner = scored[0];  // the final rounds' winner
+    std::stable_sort(scored.begin(), scored.end(),
+                     [](const v1::Finalist& a, const v1::Finalist& b) {
+                       if (a.failed() != b.failed()) return !a.failed();
+                       return a.score() < b.score();
+                     });
+    task->clear_step_finalists();
+    for (const v1::Finalist& f : scored) *task->add_step_finalists() = f;
+    const v1::Finalist& first = scored[0];
+    const std::string key = KeyOf(first.config());
+    if (first.failed() || winner.failed() || key == KeyOf(winner.config()) ||
+        winner.score() - first.score() <= kStepMargin)
+      continue;
+    const v1::Trial* figure = MedianFinal(job, i, key);
+    if (!figure) continue;
+    *task->mutable_best() = figure->measurement();
+    *task->mutable_best_config() = first.config();
+    changed.push_back(i);
+  }
+  return changed;
+}
 
 }  // namespace
 
@@ -106,8 +223,48 @@ bool StepPending(const JobEntry& job) {
   return false;
 }
 
+bool StepRoundsDue(const JobEntry& job) {
+  if (job.job.spec().no_step_probe() || !job.Settled() || PickModelTask(job) >= 0) return false;
+  bool contest = false;
+  for (size_t i = 0; i < job.tasks.size(); ++i) {
+    const v1::TaskResult& t = job.job.tasks(i);
+    if (!job.tasks[i].baseline_created || !t.has_best() || t.final_trials_done() < t.final_trials())
+      return false;
+    contest = contest || Candidates(t).size() >= 2;
+  }
+  if (!contest) return false;
+  for (const auto& [id, t] : job.trials)
+    if (IsStepRound(t)) return false;
+  return true;
+}
+
+std::vector<v1::StepRequest> BuildStepRounds(const JobEntry& job) {
+  std::vector<std::vector<Candidate>> cands;
+  int variants = 1;
+  for (const v1::TaskResult& t : job.job.tasks()) {
+    cands.push_back(Candidates(t));
+    variants = std::max(variants, static_cast<int>(cands.back().size()));
+  }
+  std::vector<v1::StepRequest> out;
+  for (int r = 1; r <= kStepRounds; ++r)
+    for (int k = 0; k < variants; ++k) {
+      const int v = r % 2 ? k : variants - 1 - k;
+      v1::StepRequest req = BuildStepRequest(job, /*probe=*/true);
+      req.set_variant(v);
+      req.set_round(r);
+      for (size_t i = 0; i < cands.size(); ++i) {
+        if (cands[i].empty()) continue;
+        const Candidate& c = cands[i][v < static_cast<int>(cands[i].size()) ? v : 0];
+        *req.mutable_kernels(i)->mutable_config() = c.config;
+        req.mutable_kernels(i)->set_isolated_us(c.alone_us);
+      }
+      out.push_back(std::move(req));
+    }
+  return out;
+}
+
 bool StepDue(const JobEntry& job) {
-  if (!job.Settled() || PickModelTask(job) >= 0) return false;
+  if (!job.Settled() || PickModelTask(job) >= 0 || StepRoundsDue(job)) return false;
   for (const auto& [id, t] : job.trials)
     if (t.kind() == v1::STEP && !t.step().probe()) return false;
   for (size_t i = 0; i < job.tasks.size(); ++i)
@@ -142,10 +299,11 @@ void UpdateEstimate(JobEntry& job) {
   tps->set_estimated(EstimateTokensPerSecond(job.job, tokens));
 }
 
-void ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
+std::vector<int> ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
   const v1::Measurement& m = trial.measurement();
+  if (IsStepRound(trial)) return DecideStepRounds(job);
   if (trial.step().probe()) {
-    if (m.status() != v1::OK || !m.has_step()) return;  // the factors stay 1
+    if (m.status() != v1::OK || !m.has_step()) return {};  // the factors stay 1
     std::map<std::string, double> factor;
     for (const v1::StepOpTime& t : m.step().op_times())
       if (t.in_step_us() > 0 && t.isolated_us() > 0)
@@ -154,7 +312,7 @@ void ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
       auto it = factor.find(codegen::WorkloadKey(t.workload()));
       if (it != factor.end()) t.set_in_step_factor(it->second);
     }
-    return;
+    return {};
   }
   v1::StepResult* tps = job.job.mutable_tokens_per_second();
   const double estimated = tps->estimated();
@@ -171,6 +329,7 @@ void ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
   } else if (m.status() != v1::OK) {
     tps->set_note("step not measured: " + m.message());
   }
+  return {};
 }
 
 }  // namespace kiln::server

@@ -3,6 +3,8 @@
 // coordinator's trial scheduler (server/trial_scheduler.h) asks it, then leases trials to workers.
 #pragma once
 
+#include <vector>
+
 #include "kiln/v1/types.pb.h"
 #include "server/job_state.h"
 
@@ -31,8 +33,17 @@ int PickModelTask(const JobEntry& job, bool skip_awaiting = false);
 // yet. Its operators' times inside the step set each task's in_step_factor (ApplyStepResult).
 bool ProbeDue(const JobEntry& job);
 
-// True when every task's budget is spent, nothing is pending, every task has a verified best
-// and no (final) STEP trial exists yet.
+// The step rounds are due: the probe step is allowed, every task's final rounds are decided (the
+// budget spent, nothing pending), and some task has two or more finalists that passed them. Each
+// task's finalists are then timed inside the composed step, in turns, and the one fastest there
+// (beyond the noise margin) becomes its best before the final step (ApplyStepResult decides).
+bool StepRoundsDue(const JobEntry& job);
+// The step rounds' requests, in lease order: per round, each variant (a probe whose kernels are
+// each task's variant-th finalist), the variants' order reversed every other round.
+std::vector<v1::StepRequest> BuildStepRounds(const JobEntry& job);
+
+// True when every task's budget is spent, nothing is pending, every task has a verified best,
+// the step rounds (if due) have run, and no (final) STEP trial exists yet.
 bool StepDue(const JobEntry& job);
 bool StepPending(const JobEntry& job);  // a STEP trial (final or probe) exists and is not DONE
 
@@ -42,8 +53,10 @@ v1::StepRequest BuildStepRequest(const JobEntry& job, bool probe = false);
 // Recomputes the estimated tokens/s from the tasks' bests (0 until every task has one).
 void UpdateEstimate(JobEntry& job);
 
-// Records a STEP trial's result in job.tokens_per_second (keeps the estimate); a probe's sets
-// the tasks' in_step_factor instead (the step time is not a result yet).
-void ApplyStepResult(JobEntry& job, const v1::Trial& trial);
+// Records a STEP trial's result in job.tokens_per_second (keeps the estimate); the midway
+// probe's sets the tasks' in_step_factor instead (the step time is not a result yet), and the
+// last step round's decides each task's step_finalists and best. Returns the tasks whose best
+// changed.
+std::vector<int> ApplyStepResult(JobEntry& job, const v1::Trial& trial);
 
 }  // namespace kiln::server

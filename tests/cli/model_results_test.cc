@@ -108,6 +108,41 @@ TEST(ModelResultsTest, KernelTimesInsideTheStepAreShown) {
             google::protobuf::Value::kNullValue);
 }
 
+// A task whose runner-up in the final rounds was faster inside the step: both lines mark the
+// configuration that became the best, and the JSON lists the step's rounds.
+TEST(ModelResultsTest, FinalistsChosenInsideTheStepAreShown) {
+  v1::GetResultsResponse r = ModelResults(60, 20);
+  v1::TaskResult* t = r.mutable_job()->mutable_tasks(0);
+  v1::Config a, b;
+  (*a.mutable_knobs())["MR"] = 4;
+  (*b.mutable_knobs())["MR"] = 8;
+  *t->mutable_best_config() = b;
+  for (auto [config, score] : {std::make_pair(a, 1.0), std::make_pair(b, 1.02)}) {
+    v1::Finalist* f = t->add_finalists();
+    *f->mutable_config() = config;
+    f->set_score(score);
+    f->add_round_median_us(300);
+  }
+  for (auto [config, score] : {std::make_pair(b, 1.0), std::make_pair(a, 1.414)}) {
+    v1::Finalist* f = t->add_step_finalists();
+    *f->mutable_config() = config;
+    f->set_score(score);
+    f->add_round_median_us(280);
+  }
+  const std::string table = FormatResultsTable(r);
+  EXPECT_THAT(table, HasSubstr("final rounds: 2 configurations timed in turns, 1 rounds; time "
+                               "over each round's fastest (median): 1.000, 1.020 (best)"));
+  EXPECT_THAT(table, HasSubstr("inside the step: 2 configurations timed in turns, 1 rounds; "
+                               "time over each round's fastest (median): 1.000 (best), 1.414"));
+  google::protobuf::Struct j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ResultsJson(r), &j).ok());
+  const auto& step =
+      j.fields().at("tasks").list_value().values(0).struct_value().fields().at("step_finalists");
+  ASSERT_EQ(step.list_value().values_size(), 2);
+  EXPECT_DOUBLE_EQ(step.list_value().values(1).struct_value().fields().at("score").number_value(),
+                   1.414);
+}
+
 TEST(ModelResultsTest, JsonHasTokensPerSecond) {
   google::protobuf::Struct s;
   ASSERT_TRUE(

@@ -3,9 +3,12 @@
 // whose result becomes the job's measured tokens/s.
 #include <prometheus/text_serializer.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 
+#include "codegen/knob_space.h"
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,9 +20,11 @@ namespace kiln::server {
 namespace {
 
 class ModelJobTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    store_ = *OpenStore("", testing::TempDir());
+ public:
+  // A fresh coordinator on a fresh store in `dir`, with one CPU worker.
+  void Restart(const std::string& dir) {
+    core_.reset();
+    store_ = *OpenStore("", dir);
     core_ = std::make_unique<Coordinator>(store_.get(), &clock_, &metrics_,
                                           CoreOptions{5000, 1000, 1000, 1});
     ASSERT_TRUE(core_->Recover().ok());
@@ -27,6 +32,9 @@ class ModelJobTest : public ::testing::Test {
     *r.mutable_chip() = testing::CpuChip();
     worker_ = core_->Register(r, "")->worker_id();
   }
+  Coordinator* core() { return core_.get(); }
+
+  void SetUp() override { Restart(testing::TempDir()); }
 
   std::vector<v1::Trial> Lease() {
     v1::LeaseTrialsRequest r;
@@ -41,6 +49,7 @@ class ModelJobTest : public ::testing::Test {
     ASSERT_TRUE(core_->ReportResults(testing::ReportRequest(worker_, t, std::move(m)), "").ok());
   }
 
+ protected:
   FakeClock clock_;
   CoordinatorMetrics metrics_;
   std::unique_ptr<Store> store_;
@@ -107,7 +116,7 @@ TEST_F(ModelJobTest, MambaDecodeRunsEveryTaskThenTheStep) {
                                          "\"} 0.875"));
 }
 
-// What a job run to its end did: TUNE trials per task (all, and after the probe step was
+// What a job run to its end did: TUNE trials per task (all, and after the first STEP trial was
 // leased), the STEP trials in lease order, the job.
 struct ProbeRun {
   std::map<int, int> tune, tune_after_probe;
@@ -115,60 +124,68 @@ struct ProbeRun {
   v1::Job job;
 };
 
-TEST_F(ModelJobTest, ProbeStepMidwayReweighsTasksByTheirTimeInsideTheStep) {
-  // A mamba-130m decode job: every task reports a constant median (the lm_head, task 7, 1000 us;
-  // the others 10 us), a probe step reports each kernel's time inside the step as its time alone
-  // times in_step[task] (1 where absent), the final step 100 tokens/s.
-  auto run = [&](bool probe, std::map<int, double> in_step) {
-    // A fresh store each time: the first job's records would answer the second's proposals.
-    const std::string dir = testing::TempDir() + (probe ? "/probe" : "/plain");
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    core_.reset();
-    store_ = *OpenStore("", dir);
-    core_ = std::make_unique<Coordinator>(store_.get(), &clock_, &metrics_,
-                                          CoreOptions{5000, 1000, 1000, 1});
-    EXPECT_TRUE(core_->Recover().ok());
-    v1::RegisterRequest reg;
-    *reg.mutable_chip() = testing::CpuChip();
-    worker_ = core_->Register(reg, "")->worker_id();
-    v1::JobSpec spec;
-    spec.set_model("mamba-130m");
-    spec.set_chip("cpu");
-    spec.set_budget_trials(80);
-    spec.set_context(16);
-    spec.set_no_step_probe(!probe);
-    auto id = core_->SubmitJob(spec);
-    EXPECT_TRUE(id.ok()) << id.status();
-    ProbeRun r;
-    for (int guard = 0; guard < 500; ++guard) {
-      auto ts = Lease();
-      if (ts.empty()) break;
-      const v1::Trial& t = ts[0];
-      if (t.kind() == v1::STEP) {
-        r.steps.push_back(t);
-        v1::Measurement m = testing::Ok(1000);
-        v1::StepResult* st = m.mutable_step();
-        st->set_measured(t.step().probe() ? 50 : 100);
-        st->set_probe(t.step().probe());
-        for (int i = 0; i < t.step().kernels_size(); ++i) {
-          const v1::StepKernel& k = t.step().kernels(i);
-          v1::StepOpTime* o = st->add_op_times();
-          o->set_workload_key(codegen::WorkloadKey(k.workload()));
-          o->set_isolated_us(k.isolated_us());
-          o->set_in_step_us(k.isolated_us() * (in_step.count(i) ? in_step[i] : 1.0));
-        }
-        Report(t, m);
-        continue;
+// A mamba-130m decode job of `budget` trials on a fresh store and coordinator (the first job's
+// records would answer the second's proposals), run to its end: the baselines report 2000 us
+// (the lm_head, task 7) or 20 us, the other trials `alone(trial)`; every STEP trial reports each
+// kernel's time inside the step as `in_step(step, task)` times its time alone, the final step 100
+// tokens/s.
+ProbeRun RunModelJob(ModelJobTest* test, bool probe, int budget,
+                     const std::function<double(const v1::Trial&)>& alone,
+                     const std::function<double(const v1::Trial&, int)>& in_step) {
+  const std::string dir = testing::TempDir() + "/run-" + std::to_string(probe) + "-" +
+                          std::to_string(budget) + "-" + std::to_string(std::rand());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  test->Restart(dir);
+  v1::JobSpec spec;
+  spec.set_model("mamba-130m");
+  spec.set_chip("cpu");
+  spec.set_budget_trials(budget);
+  spec.set_context(16);
+  spec.set_no_step_probe(!probe);
+  auto id = test->core()->SubmitJob(spec);
+  EXPECT_TRUE(id.ok()) << id.status();
+  ProbeRun r;
+  for (int guard = 0; guard < 1000; ++guard) {
+    auto ts = test->Lease();
+    if (ts.empty()) break;
+    const v1::Trial& t = ts[0];
+    if (t.kind() == v1::STEP) {
+      r.steps.push_back(t);
+      v1::Measurement m = testing::Ok(1000);
+      v1::StepResult* st = m.mutable_step();
+      st->set_measured(t.step().probe() ? 50 : 100);
+      st->set_probe(t.step().probe());
+      for (int i = 0; i < t.step().kernels_size(); ++i) {
+        const v1::StepKernel& k = t.step().kernels(i);
+        v1::StepOpTime* o = st->add_op_times();
+        o->set_workload_key(codegen::WorkloadKey(k.workload()));
+        o->set_isolated_us(k.isolated_us());
+        o->set_in_step_us(k.isolated_us() * in_step(t, i));
       }
-      if (t.kind() == v1::TUNE) {
-        r.tune[t.task_index()]++;
-        if (!r.steps.empty()) r.tune_after_probe[t.task_index()]++;
-      }
-      Report(t, testing::Ok(t.task_index() == 7 ? 1000 : 10));
+      test->Report(t, m);
+      continue;
     }
-    r.job = *core_->GetJob(*id);
-    return r;
+    if (t.kind() == v1::TUNE) {
+      r.tune[t.task_index()]++;
+      if (!r.steps.empty()) r.tune_after_probe[t.task_index()]++;
+    }
+    const double base = t.task_index() == 7 ? 2000 : 20;
+    test->Report(t, testing::Ok(t.kind() == v1::BASELINE ? base : alone(t)));
+  }
+  r.job = *test->core()->GetJob(*id);
+  return r;
+}
+
+TEST_F(ModelJobTest, ProbeStepMidwayReweighsTasksByTheirTimeInsideTheStep) {
+  // Every task reports a constant median (the lm_head, task 7, 1000 us; the others 10 us); the
+  // probe finds the lm_head 50x faster inside the step than alone.
+  auto run = [&](bool probe, std::map<int, double> in_step) {
+    return RunModelJob(
+        this, probe, 80, [](const v1::Trial& t) { return t.task_index() == 7 ? 1000.0 : 10.0; },
+        [in_step](const v1::Trial&, int task) {
+          return in_step.count(task) ? in_step.at(task) : 1.0;
+        });
   };
   const ProbeRun plain = run(false, {});
   const ProbeRun probed = run(true, {{7, 0.02}});  // the lm_head runs 50x faster in the step
@@ -176,10 +193,11 @@ TEST_F(ModelJobTest, ProbeStepMidwayReweighsTasksByTheirTimeInsideTheStep) {
   EXPECT_EQ(probed.job.state(), v1::SUCCEEDED) << probed.job.message();
   ASSERT_EQ(plain.steps.size(), 1u);  // --no-step-probe: only the final step
   EXPECT_FALSE(plain.steps[0].step().probe());
-  ASSERT_EQ(probed.steps.size(), 2u);
+  ASSERT_GE(probed.steps.size(), 2u);  // the probe, the step rounds, the final step
   const v1::Trial& probe = probed.steps[0];
   EXPECT_TRUE(probe.step().probe());
-  EXPECT_FALSE(probed.steps[1].step().probe());
+  EXPECT_EQ(probe.step().round(), 0);
+  EXPECT_FALSE(probed.steps.back().step().probe());
   ASSERT_EQ(probe.step().kernels_size(), 9);
   EXPECT_DOUBLE_EQ(probe.step().kernels(7).isolated_us(), 1000);  // its best alone when asked
   // Half the budget had been spent when the probe was asked for; every TUNE trial still ran.
@@ -204,6 +222,75 @@ TEST_F(ModelJobTest, ProbeStepMidwayReweighsTasksByTheirTimeInsideTheStep) {
   EXPECT_LT(share_after, 0.6 * share_plain) << share_after << " vs " << share_plain;
   // The probe's figures are not the job's: tokens/s comes from the final step only.
   EXPECT_DOUBLE_EQ(probed.job.tokens_per_second().measured(), 100);
+}
+
+// After the final rounds, each task's finalists are timed inside the step in turns; the one
+// fastest there becomes the best when it leads the final rounds' winner beyond the noise margin,
+// and the final step runs it.
+TEST_F(ModelJobTest, StepRoundsChooseTheFinalistFastestInsideTheStep) {
+  for (double lead : {0.7, 0.99}) {    // the runner-up alone, inside the step: 30% and 1% faster
+    std::map<std::string, int> order;  // the lm_head's configurations in first-reported order
+    auto alone = [&](const v1::Trial& t) {
+      if (t.task_index() != 7) return 10.0;
+      const int n = order
+                        .emplace(codegen::ConfigKey(codegen::FromProto(t.config())),
+                                 static_cast<int>(order.size()))
+                        .first->second;
+      return 1000.0 + 10 * n;  // the first configuration is the fastest alone
+    };
+    std::string second;  // the lm_head's second finalist, known once the rounds start
+    ModelJobTest* test = this;
+    auto in_step = [&](const v1::Trial& step, int task) {
+      if (task != 7 || step.step().round() == 0) return 1.0;
+      const v1::Job job = *test->core()->GetJob(step.job_id());
+      if (second.empty() && job.tasks(7).finalists_size() >= 2)
+        second = codegen::ConfigKey(codegen::FromProto(job.tasks(7).finalists(1).config()));
+      const std::string key =
+          codegen::ConfigKey(codegen::FromProto(step.step().kernels(7).config()));
+      return key == second ? lead : 1.0;
+    };
+    const ProbeRun r = RunModelJob(this, true, 60, alone, in_step);
+    ASSERT_EQ(r.job.state(), v1::SUCCEEDED) << r.job.message();
+    const v1::TaskResult& head = r.job.tasks(7);
+    ASSERT_GE(head.finalists_size(), 2) << lead;
+    ASSERT_FALSE(second.empty());
+    // The rounds: 3 variants (the lm_head's finalists) x 2 rounds, the order reversed.
+    std::vector<const v1::Trial*> rounds;
+    for (const v1::Trial& t : r.steps)
+      if (t.step().round() > 0) rounds.push_back(&t);
+    ASSERT_EQ(rounds.size(), 2u * head.finalists_size()) << lead;
+    EXPECT_EQ(rounds.front()->step().variant(), 0);
+    EXPECT_EQ(rounds.back()->step().variant(), 0);
+    EXPECT_EQ(rounds.front()->step().round(), 1);
+    EXPECT_EQ(rounds.back()->step().round(), 2);
+    ASSERT_EQ(head.step_finalists_size(), head.finalists_size());
+    const std::string winner = codegen::ConfigKey(codegen::FromProto(head.finalists(0).config()));
+    const std::string best = codegen::ConfigKey(codegen::FromProto(head.best_config()));
+    const v1::Trial& final_step = r.steps.back();
+    EXPECT_FALSE(final_step.step().probe());
+    EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(final_step.step().kernels(7).config())), best);
+    EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(head.step_finalists(0).config())), second);
+    EXPECT_DOUBLE_EQ(head.step_finalists(0).score(), 1.0);
+    // (each time inside the step is the finalist's own time alone, 1000-1020 us, times `lead`)
+    if (lead < 0.9)
+      EXPECT_GT(head.step_finalists(1).score(), 1.3);
+    else
+      EXPECT_LT(head.step_finalists(1).score(), 1.02);
+    if (lead < 0.9) {  // a lead beyond the margin: the best is the runner-up, with its own figure
+      EXPECT_EQ(best, second);
+      EXPECT_NE(best, winner);
+      EXPECT_GT(head.best().median_us(), 1000.0);
+      EXPECT_LT(head.best().median_us(), 1030.0);
+    } else {  // within the margin: the final rounds' winner stays
+      EXPECT_EQ(best, winner);
+    }
+    // Tasks whose finalists tie inside the step keep their winners.
+    for (int i = 0; i < r.job.tasks_size(); ++i)
+      if (i != 7 && r.job.tasks(i).finalists_size() > 0)
+        EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(r.job.tasks(i).best_config())),
+                  codegen::ConfigKey(codegen::FromProto(r.job.tasks(i).finalists(0).config())))
+            << i;
+  }
 }
 
 TEST_F(ModelJobTest, BadModelSpecsAreRefused) {
