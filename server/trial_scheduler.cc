@@ -478,8 +478,20 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     const bool changed = !batch.empty();
     absl::StatusOr<uint64_t> ticket = QueueWriteLocked(std::move(batch));
     if (!ticket.ok()) {
-      for (const BindRequest& b : binds)  // not bound: the next lease binds them
+      // Nothing is bound or proposed for this lease: the next lease does it. A job the refused
+      // write did not touch is not rebuilt from the store, so its marks are taken back here (a
+      // task left `proposing` would be passed over for good).
+      for (const BindRequest& b : binds)
         if (JobEntry* job = FindJobLocked(b.job_id); job && job->binding == b.id) job->binding = 0;
+      for (ProposeRequest& r : requests) {
+        JobEntry* job = FindJobLocked(r.job_id);
+        if (!job || r.task >= static_cast<int>(job->tasks.size())) continue;
+        TaskState& task = job->tasks[r.task];
+        if (task.proposing != r.id) continue;
+        task.proposing = 0;
+        task.unseen.insert(task.unseen.begin(), r.unseen.begin(), r.unseen.end());
+        task.unexcluded.insert(task.unexcluded.begin(), r.unexcluded.begin(), r.unexcluded.end());
+      }
       return ticket.status();
     }
     tickets.push_back(*ticket);
