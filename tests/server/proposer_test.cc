@@ -164,11 +164,11 @@ class ProposerTest : public ::testing::Test {
     return Millis(std::chrono::steady_clock::now() - start).count();
   }
 
-  // Leases and answers trials (baselines, starting configurations, the fast job's) until the
-  // slow job's strategy is asked for proposals and holds at the gate. Each lease runs on a thread
-  // of its own: the one that proposes is held there (holder_) until the gate opens, as a worker's
-  // lease would be.
-  void RunUntilProposing() {
+  // Leases and answers trials (baselines, starting configurations, the fast job's) until a
+  // lease is held at `gate`: the slow job's strategy asked for proposals (gate_) or being built
+  // (bind_gate_). Each lease runs on a thread of its own: the held one stays there (holder_)
+  // until the gate opens, as a worker's lease would.
+  void RunUntilHeldAt(const std::shared_ptr<Gate>& gate, const char* never) {
     for (int i = 0; i < 100; ++i) {
       auto done = std::make_shared<std::atomic<bool>>(false);
       auto result = std::make_shared<absl::StatusOr<v1::LeaseTrialsResponse>>();
@@ -176,7 +176,7 @@ class ProposerTest : public ::testing::Test {
         *result = core_->LeaseTrials(LeaseRequest(worker_, 1), "");
         done->store(true);
       });
-      while (!done->load() && !gate_->Entered())
+      while (!done->load() && !gate->Entered())
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!done->load()) {
         holder_ = std::move(lease);
@@ -187,8 +187,12 @@ class ProposerTest : public ::testing::Test {
       ASSERT_TRUE(result->ok()) << result->status();
       for (const v1::Trial& t : (*result)->trials()) ReportTimed(t, 100 + i);
     }
-    FAIL() << "the slow strategy was never asked to propose";
+    FAIL() << never;
   }
+  void RunUntilProposing() {
+    RunUntilHeldAt(gate_, "the slow strategy was never asked to propose");
+  }
+  void RunUntilBinding() { RunUntilHeldAt(bind_gate_, "the slow job's strategy was never built"); }
 
   // Once the gate is open: the held lease returns (with the trials it then took, answered here).
   void JoinHolder(bool report = true) {
@@ -197,30 +201,6 @@ class ProposerTest : public ::testing::Test {
     ASSERT_TRUE(held_->ok()) << held_->status();
     if (report)
       for (const v1::Trial& t : (*held_)->trials()) ReportTimed(t, 70);
-  }
-
-  // Leases (each on a thread of its own) until one is held building the slow job's strategy at
-  // bind_gate_; the trials of those that returned are answered.
-  void RunUntilBinding() {
-    for (int i = 0; i < 100; ++i) {
-      auto done = std::make_shared<std::atomic<bool>>(false);
-      auto result = std::make_shared<absl::StatusOr<v1::LeaseTrialsResponse>>();
-      std::thread lease([this, done, result] {
-        *result = core_->LeaseTrials(LeaseRequest(worker_, 1), "");
-        done->store(true);
-      });
-      while (!done->load() && !bind_gate_->Entered())
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (!done->load()) {
-        holder_ = std::move(lease);
-        held_ = result;
-        return;
-      }
-      lease.join();
-      ASSERT_TRUE(result->ok()) << result->status();
-      for (const v1::Trial& t : (*result)->trials()) ReportTimed(t, 100 + i);
-    }
-    FAIL() << "the slow job's strategy was never built";
   }
 
   void TearDown() override {
