@@ -622,10 +622,10 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     RefuseInexactStep(job.job.spec().dtype(), trial.mutable_measurement());
   batch.trials.push_back(trial);
   if (trial.kind() == v1::STEP) {  // the composed step's measured tokens/s
-    for (int changed : ApplyStepResult(job, trial)) {  // a finalist faster inside the step
-      UpdateBestTokensLocked(job);
-      PushEventLocked(job, v1::JobEvent::NEW_BEST, changed, &job.job.tasks(changed).best());
-    }
+    const std::vector<int> changed = ApplyStepResult(job, trial);  // finalists faster in the step
+    if (!changed.empty()) UpdateBestTokensLocked(job);
+    for (int task : changed)
+      PushEventLocked(job, v1::JobEvent::NEW_BEST, task, &job.job.tasks(task).best());
     if (metrics_ && job.job.tokens_per_second().measured() > 0)
       metrics_->SetBestTokensPerSecond(job.job.id(), job.job.tokens_per_second().measured());
     if (metrics_ && job.job.tokens_per_second().bound_fraction() > 0)

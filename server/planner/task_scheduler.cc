@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/workload.h"
+#include "codegen/knob_space.h"
 #include "server/planner/planner.h"
 #include "server/tuning_record.h"
 
@@ -72,7 +72,7 @@ std::vector<int> DecideStepRounds(JobEntry& job) {
     v1::TaskResult* task = job.job.mutable_tasks(i);
     const std::vector<Candidate> cands = Candidates(*task);
     if (cands.size() < 2) continue;
-    const std::string workload = codegen::WorkloadKey(task->workload());
+    const std::string& workload = task->workload_key();
     // config key -> round -> its time a call in that round's steps (a config in several
     // variants of one round, as a task with fewer finalists is, is timed more than once)
     std::map<std::string, std::map<int, std::vector<double>>> times;
@@ -223,8 +223,11 @@ bool StepPending(const JobEntry& job) {
   return false;
 }
 
-bool StepRoundsDue(const JobEntry& job) {
-  if (job.job.spec().no_step_probe() || !job.Settled() || PickModelTask(job) >= 0) return false;
+namespace {
+
+// StepRoundsDue once the job is settled and its budget spent (StepDue has checked that already).
+bool StepRoundsDueWhenSpent(const JobEntry& job) {
+  if (job.job.spec().no_step_probe()) return false;
   bool contest = false;
   for (size_t i = 0; i < job.tasks.size(); ++i) {
     const v1::TaskResult& t = job.job.tasks(i);
@@ -236,6 +239,12 @@ bool StepRoundsDue(const JobEntry& job) {
   for (const auto& [id, t] : job.trials)
     if (IsStepRound(t)) return false;
   return true;
+}
+
+}  // namespace
+
+bool StepRoundsDue(const JobEntry& job) {
+  return job.Settled() && PickModelTask(job) < 0 && StepRoundsDueWhenSpent(job);
 }
 
 std::vector<v1::StepRequest> BuildStepRounds(const JobEntry& job) {
@@ -264,7 +273,7 @@ std::vector<v1::StepRequest> BuildStepRounds(const JobEntry& job) {
 }
 
 bool StepDue(const JobEntry& job) {
-  if (!job.Settled() || PickModelTask(job) >= 0 || StepRoundsDue(job)) return false;
+  if (!job.Settled() || PickModelTask(job) >= 0 || StepRoundsDueWhenSpent(job)) return false;
   for (const auto& [id, t] : job.trials)
     if (t.kind() == v1::STEP && !t.step().probe()) return false;
   for (size_t i = 0; i < job.tasks.size(); ++i)
@@ -309,7 +318,7 @@ std::vector<int> ApplyStepResult(JobEntry& job, const v1::Trial& trial) {
       if (t.in_step_us() > 0 && t.isolated_us() > 0)
         factor[t.workload_key()] = std::clamp(t.in_step_us() / t.isolated_us(), 0.1, 10.0);
     for (v1::TaskResult& t : *job.job.mutable_tasks()) {
-      auto it = factor.find(codegen::WorkloadKey(t.workload()));
+      auto it = factor.find(t.workload_key());
       if (it != factor.end()) t.set_in_step_factor(it->second);
     }
     return {};
