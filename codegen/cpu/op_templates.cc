@@ -82,8 +82,8 @@ void QuantGemmKnobs(int64_t rows, int64_t n, const ChipTraits& chip, KnobSpace& 
   s.AddKnob("NB", nb, "columns per block (16-column strips, one thread's unit)");
   s.AddKnob("MR", mr, "rows of activations per pass over a strip");
   s.AddKnob("AQ", {1, 0},
-            "1: activations quantized to int8 per group, VNNI dot products; 0: weights widened to "
-            "fp32, FMAs on fp32 activations");
+            "1: activations quantized to int8 per group, integer dot products (VNNI, or AVX2 "
+            "vpmaddubsw); 0: weights widened to fp32, FMAs on fp32 activations");
   s.AddKnob("PF", {0, 512, 1024, 2048}, "bytes ahead the weights are prefetched");
   s.AddConstraint(absl::StrCat("MR <= rows=", rows, " or the smallest MR >= rows"),
                   [=](const Config& c) { return NotOversized(mr, c.at("MR"), rows); });

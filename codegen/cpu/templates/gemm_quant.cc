@@ -21,22 +21,26 @@
 // Knobs (compile-time):
 //   AQ   1: activations quantized on the fly to int8 per row and group of 32 (scale max|x|/127),
 //        the products summed exactly in int32 by VNNI dot products (vpdpbusd: u8 weights times
-//        s8 activations; the weights' offset removed with the group's activation sum), one
-//        float multiply-add per group; 0: the weights widened to fp32 in registers and FMAs on
-//        the fp32 activations (exact activations, ~5 instructions per 16 products)
+//        s8 activations; the weights' offset removed with the group's activation sum; AVX2:
+//        vpmaddubsw, below), one float multiply-add per group; 0: the weights widened to fp32
+//        in registers and FMAs on the fp32 activations (exact activations, ~5 instructions per
+//        16 products)
 //   NB   columns per work item (a multiple of 16)
 //   MR   rows of A per pass over a strip (1, 2, 4): more rows reuse each loaded weight chunk
 //   NT   threads over the column blocks (MOE: over (selected expert, column block) items)
 //   PF   bytes ahead of the current chunk that the weight stream is prefetched (0: none)
-// Without AVX512-VNNI (and AVX512BW) the same layout runs through portable loops the compiler
-// vectorizes for the host (AVX2 and older): correct, not tuned.
+// AVX2 hosts (no VNNI) run the same layout as two 8-lane halves per strip with vpmaddubsw, which
+// multiplies u8 by s8 and sums pairs into saturating int16: int8 weights enter as their magnitudes,
+// their signs moved onto the activations (127 * 128 * 2 fits int16; the offset weights would not),
+// and int4 products of a whole group are summed in int16 before widening (15 * 127 * 16 fits).
+// Older hosts run portable loops the compiler vectorizes: correct, not tuned.
 // ABI, MOE 0: kiln_op(dims {M,N,K}, args {A, packed W, bias, R, C}, params {}).
 //      MOE 1: kiln_op(dims {T,E,TOPK,N,K}, args {x, packed W, experts(int32)[T*TOPK], y}, {}).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -66,8 +70,13 @@
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
 #define KQ_AVX512 1
+#define KQ_AVX2 0
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define KQ_AVX512 0
+#define KQ_AVX2 1
 #else
 #define KQ_AVX512 0
+#define KQ_AVX2 0
 #endif
 
 static_assert(QBITS == 8 || QBITS == 4, "QBITS is 8 or 4");
@@ -204,7 +213,116 @@ void Strip(int mr, int K, const float* A, const QuantA& qa, const uint8_t* strip
 #endif  // AQ
   }
   for (int r = 0; r < MR; ++r) _mm512_storeu_ps(acc[r], facc[r]);
-#else  // portable: the same arithmetic, lane by lane
+#elif KQ_AVX2  // two 8-lane halves per strip: half h of a chunk holds lanes 8h .. 8h+7
+  __m256 facc[MR][2];
+  for (int r = 0; r < MR; ++r) facc[r][0] = facc[r][1] = _mm256_setzero_ps();
+  for (int g = 0; g < G; ++g) {
+    const uint8_t* grp = strip + g * kGroupBytes;
+#if PF
+    for (int c = 0; c < kChunks; ++c) _mm_prefetch((const char*)grp + PF + c * 64, _MM_HINT_T0);
+#endif
+    __m256 ws[2];
+    for (int h = 0; h < 2; ++h)
+      ws[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(grp + kChunks * 64 + 16 * h)));
+#if AQ
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i isum[MR][2];
+#if QBITS == 8
+    const __m256i flip = _mm256_set1_epi8((char)0x80);  // stored u8 (q + 128) back to s8 q
+    for (int r = 0; r < MR; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      __m256i w[2], mag[2];
+      for (int h = 0; h < 2; ++h) {
+        w[h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(grp + c * 64 + 32 * h)), flip);
+        mag[h] = _mm256_abs_epi8(w[h]);  // -128 becomes 0x80, read as u8 128
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        if (r >= mr) break;
+        int32_t x4;
+        memcpy(&x4, qa.q + (long)rows[r] * K + g * kG + 4 * c, 4);
+        const __m256i xb = _mm256_set1_epi32(x4);
+        for (int h = 0; h < 2; ++h)
+          isum[r][h] = _mm256_add_epi32(
+              isum[r][h],
+              _mm256_madd_epi16(_mm256_maddubs_epi16(mag[h], _mm256_sign_epi8(xb, w[h])), ones));
+      }
+    }
+#else  // QBITS == 4: u8 nibbles times s8 activations, a group's pair sums kept in int16
+    const __m256i lo = _mm256_set1_epi8(15);
+    __m256i s16[MR][2];
+    for (int r = 0; r < MR; ++r) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i wl[2], wh[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i b = _mm256_loadu_si256((const __m256i*)(grp + c * 64 + 32 * h));
+        wl[h] = _mm256_and_si256(b, lo);
+        wh[h] = _mm256_and_si256(_mm256_srli_epi16(b, 4), lo);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        if (r >= mr) break;
+        const int8_t* xq = qa.q + (long)rows[r] * K + g * kG;
+        int32_t xl, xh;
+        memcpy(&xl, xq + 4 * c, 4);
+        memcpy(&xh, xq + 16 + 4 * c, 4);
+        const __m256i bl = _mm256_set1_epi32(xl), bh = _mm256_set1_epi32(xh);
+        for (int h = 0; h < 2; ++h)
+          s16[r][h] = _mm256_add_epi16(
+              s16[r][h],
+              _mm256_add_epi16(_mm256_maddubs_epi16(wl[h], bl), _mm256_maddubs_epi16(wh[h], bh)));
+      }
+    }
+    for (int r = 0; r < MR; ++r) {
+      if (r >= mr) break;
+      const __m256i off = _mm256_set1_epi32(qa.offset_sum[(long)rows[r] * G + g]);
+      for (int h = 0; h < 2; ++h)
+        isum[r][h] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][h], ones), off);
+    }
+#endif
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      if (r >= mr) break;
+      const __m256 as = _mm256_set1_ps(qa.scale[(long)rows[r] * G + g]);
+      for (int h = 0; h < 2; ++h)
+        facc[r][h] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(ws[h], as), facc[r][h]);
+    }
+#else  // AQ == 0: widen the weights to fp32
+    __m256 gacc[MR][2];
+    for (int r = 0; r < MR; ++r) gacc[r][0] = gacc[r][1] = _mm256_setzero_ps();
+    const __m256i byte = _mm256_set1_epi32(QBITS == 8 ? 255 : 15);
+    const __m256 off = _mm256_set1_ps((float)kOffset);
+    for (int c = 0; c < kChunks; ++c)
+      for (int h = 0; h < 2; ++h) {
+        const __m256i b = _mm256_loadu_si256((const __m256i*)(grp + c * 64 + 32 * h));
+#pragma GCC unroll 8
+        for (int hh = 0; hh < (QBITS == 8 ? 1 : 2); ++hh)
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            const int shift = QBITS == 8 ? 8 * s : 8 * s + 4 * hh;
+            const __m256 wf = _mm256_sub_ps(
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, shift), byte)), off);
+            const int k = QBITS == 8 ? 4 * c + s : 16 * hh + 4 * c + s;
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+              if (r >= mr) break;
+              gacc[r][h] = _mm256_fmadd_ps(wf, _mm256_set1_ps(A[(long)rows[r] * K + g * kG + k]),
+                                           gacc[r][h]);
+            }
+          }
+      }
+    for (int r = 0; r < MR; ++r)
+      for (int h = 0; h < 2; ++h) facc[r][h] = _mm256_fmadd_ps(gacc[r][h], ws[h], facc[r][h]);
+#endif  // AQ
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(acc[r], facc[r][0]);
+    _mm256_storeu_ps(acc[r] + 8, facc[r][1]);
+  }
+#else   // portable: the same arithmetic, lane by lane
   for (int r = 0; r < MR; ++r)
     for (int l = 0; l < kLanes; ++l) acc[r][l] = 0;
   for (int g = 0; g < G; ++g) {
