@@ -272,6 +272,11 @@ void AddOnednnMoe(std::vector<Route>& routes, const v1::Workload& w,
                       SetOpenMpThreads(t);
                       auto moe = std::make_shared<OnednnMoe>();
                       *moe = OnednnMoe{T, E, TOPK, N, K, bf16, {}, {}, {}, {}, absl::OkStatus()};
+                      // A CPU without the dtype's instructions (bf16 on AVX2) has no such route:
+                      // say so now, not as a crash of the first call.
+                      auto one_row = OnednnMatmul::Create(1, N, K, bf16, /*plain_weights=*/true);
+                      if (!one_row.ok()) return one_row.status();
+                      moe->by_rows[1] = std::move(*one_row);
                       RouteCall c;
                       c.failed = std::make_shared<absl::Status>();
                       c.op = [moe, failed = c.failed](const long long*, void* const* a,
