@@ -108,8 +108,13 @@ std::vector<OpDef> Defs() {
          const std::vector<int64_t> nc = {256, 128, 512, 1024};
          const int64_t n = Dim(w, "N");
          s.AddKnob("NT", Threads(c), "threads over (row block, column block) items");
-         s.AddKnob("MR", {8, 6, 4, 12, 14}, "rows of the register tile");
-         s.AddKnob("NR", {32, 16}, "columns of the register tile (16-lane vectors)");
+         if (c.vector_registers >= 32) {
+           s.AddKnob("MR", {8, 6, 4, 12, 14}, "rows of the register tile");
+           s.AddKnob("NR", {32, 16}, "columns of the register tile (16-lane vectors)");
+         } else {  // 16 registers (AVX2): MR x 2 accumulators, 4 of weights, 2 broadcasts
+           s.AddKnob("MR", {4, 5, 3, 6, 2}, "rows of the register tile");
+           s.AddKnob("NR", {16}, "columns of the register tile (two 8-lane vectors)");
+         }
          // Deep slices first: each slice ends with the tile's partial sums stored and reloaded.
          s.AddKnob("KC", {1024, 512, 256, 128}, "depth of a K slice");
          s.AddKnob("NC", nc, "columns per work item");

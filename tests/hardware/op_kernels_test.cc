@@ -151,8 +151,13 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
   auto tmpl = codegen::FindTemplate(*w, "cpu");
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   ASSERT_EQ((*tmpl)->name(), "cpu-gemm-bf16");
-  for (int64_t nr : {16, 32})
-    for (int64_t mr : {4, 6, 14})
+  // The tiles this chip's knob space offers: AVX-512 (32 registers) or AVX2 (16).
+  const bool wide = traits.vector_registers >= 32;
+  const std::vector<int64_t> nrs = wide ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16};
+  const std::vector<int64_t> mrs =
+      wide ? std::vector<int64_t>{4, 6, 14} : std::vector<int64_t>{2, 5, 6};
+  for (int64_t nr : nrs)
+    for (int64_t mr : mrs)
       for (int64_t kc : {128, 1024}) {
         if (mr * nr > 28 * 16) continue;
         const codegen::Config c = {{"NT", traits.cores}, {"MR", mr},  {"NR", nr},
@@ -163,8 +168,9 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
   for (const char* epilogue : {"", "bias", "gelu", "residual"})
     for (int64_t kc : {128, 1024}) {
       w->set_epilogue(epilogue);
-      const codegen::Config c = {{"NT", traits.cores}, {"MR", 12},  {"NR", 32},
-                                 {"KC", kc},           {"NC", 128}, {"MT", 4}};
+      const codegen::Config c = {
+          {"NT", traits.cores}, {"MR", wide ? 12 : 5}, {"NR", wide ? 32 : 16},
+          {"KC", kc},           {"NC", 128},           {"MT", 4}};
       ExpectVerifies(**tmpl, *w, c, epilogue);
     }
 }

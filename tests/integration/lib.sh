@@ -34,7 +34,7 @@ start_coordinator() {
     --metrics-listen "$COORD_METRICS" --lease-ttl-ms 4000 --heartbeat-ms 500 "$@" \
     >>"$WORK/coordinator.log" 2>&1 &
   COORD_PID=$!; PIDS+=($COORD_PID)
-  for _ in $(seq 150); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ -s "$WORK/port" ] && break; sleep 0.1; done  # a restart reloads its jobs
   [ -s "$WORK/port" ] || die "coordinator wrote no port file"
   COORD=127.0.0.1:$(cat "$WORK/port")
 }

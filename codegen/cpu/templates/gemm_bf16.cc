@@ -22,13 +22,17 @@
 //   NC   columns per work item (a multiple of NR); items are (row block of MC, column block)
 //   MT   register tiles of rows per work item (MC = MT * MR rows)
 //   NT   threads over the work items
-// Without AVX512-BF16 the same layout runs through portable loops (correct, not fast).
+// AVX2 hosts (no AVX512-BF16) read the same packed weights 8 lanes at a time, each pair split
+// into its even and odd k as fp32 (a shift and a mask: a bf16 is the top half of its float) for
+// two FMAs, with the activations packed as pairs of fp32 (still rounded to bf16, the same sums)
+// so that each is one broadcast: MR * NR/8 accumulators of 16 registers, so NR = 16 and MR <= 5
+// there. Other hosts run portable loops (correct, not fast).
 // ABI: kiln_op(dims {M,N,K}, args {A, packed B, bias, R, C}, params {}).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -56,8 +60,13 @@
 #endif
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #define KB_DOT 1
+#define KB_AVX2 0
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KB_DOT 0
+#define KB_AVX2 1
 #else
 #define KB_DOT 0
+#define KB_AVX2 0
 #endif
 
 static_assert(NR == 16 || NR == 32, "NR is 16 or 32");
@@ -82,8 +91,20 @@ inline float FromBf16(uint16_t h) {
   return f;
 }
 
+// One k pair of one row of the packed activations: two bf16 in 32 bits, or (AVX2) the two
+// bf16 values as floats, ready to broadcast.
+#if KB_AVX2
+struct APair {
+  float even, odd;
+};
+inline APair MakePair(float x0, float x1) { return {FromBf16(ToBf16(x0)), FromBf16(ToBf16(x1))}; }
+#else
+typedef uint32_t APair;
+inline APair MakePair(float x0, float x1) { return ToBf16(x0) | ((uint32_t)ToBf16(x1) << 16); }
+#endif
+
 // Row `i` of A (K floats) as bf16 pairs into column r of an MR-row panel (pair p at dst[p * MR]).
-void PackRow(const float* a, long K, uint32_t* dst) {
+void PackRow(const float* a, long K, APair* dst) {
   const long KP = (K + 1) / 2;
   long p = 0;
 #if KB_DOT
@@ -103,7 +124,7 @@ void PackRow(const float* a, long K, uint32_t* dst) {
 #endif
   for (; p < KP; ++p) {
     const float x0 = a[2 * p], x1 = 2 * p + 1 < K ? a[2 * p + 1] : 0.0f;
-    dst[p * MR] = ToBf16(x0) | ((uint32_t)ToBf16(x1) << 16);
+    dst[p * MR] = MakePair(x0, x1);
   }
 }
 
@@ -123,12 +144,34 @@ inline __m512 EpiV(__m512 x, __mmask16 m, long i, long j, long N, const float* b
 }
 #endif
 
+#if KB_AVX2
+// Generic 16-lane vectors on a 256-bit host: GCC notes their ABI wherever they are instantiated.
+#pragma GCC diagnostic ignored "-Wpsabi"
+// The epilogue on nc <= NR values t of row i from column j, written to out: whole 16-lane
+// chunks as generic vectors, the rest one by one.
+inline void EpiRow(const float* t, int nc, long i, long j, long N, const float* bias,
+                   const float* R, float* out) {
+  int n = 0;
+  for (; n + 16 <= nc; n += 16) {
+    kiln_rt::V16 v = kiln_rt::LoadV16(t + n);
+    if (EPI == 1) v += kiln_rt::LoadV16(bias + j + n);
+    if (EPI == 4) v += kiln_rt::LoadV16(R + i * N + j + n);
+    if (EPI == 2 || EPI == 3) {  // as EpiV
+      const kiln_rt::V16 s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
+      v = v / (1.0f + kiln_rt::ExpV(-s));
+    }
+    kiln_rt::StoreV16(out + n, v);
+  }
+  for (; n < nc; ++n) out[n] = kiln_rt::Epilogue<EPI>(t[n], i, j + n, N, bias, R);
+}
+#endif
+
 // One MR x NR tile over the pairs [0, np) of a slice: `a` the A panel's first pair of the slice
 // (MR lanes a pair), `b` the B panel's (NR lanes a pair). `acc` (MR x NR, row-major) holds the
 // partial sums between slices: read unless `first`; written unless `last`, which instead applies
 // the epilogue and stores the tile's mr x nc corner at C (row i, column j; rows N apart).
-void Micro(long np, const uint32_t* a, const uint32_t* b, float* acc, bool first, bool last,
-           float* C, int mr, int nc, long i, long j, long N, const float* bias, const float* R) {
+void Micro(long np, const APair* a, const uint32_t* b, float* acc, bool first, bool last, float* C,
+           int mr, int nc, long i, long j, long N, const float* bias, const float* R) {
 #if KB_DOT
   __m512 c[MR][kNV];
 #pragma GCC unroll 28
@@ -167,7 +210,48 @@ void Micro(long np, const uint32_t* a, const uint32_t* b, float* acc, bool first
       _mm512_mask_storeu_ps(C + (i + r) * N + j + v * 16, m[v],
                             EpiV(c[r][v], m[v], i + r, j + v * 16, N, bias, R));
   }
+#elif KB_AVX2
+  constexpr int kV8 = NR / 8;
+  __m256 c[MR][kV8];
+#pragma GCC unroll 28
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kV8; ++v)
+      c[r][v] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + r * NR + v * 8);
+  const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+  for (long p = 0; p < np; ++p) {
+    __m256 even[kV8], odd[kV8];
+#pragma GCC unroll 4
+    for (int v = 0; v < kV8; ++v) {
+      const __m256i bv = _mm256_loadu_si256((const __m256i*)(b + p * NR + v * 8));
+      even[v] = _mm256_castsi256_ps(_mm256_slli_epi32(bv, 16));
+      odd[v] = _mm256_castsi256_ps(_mm256_and_si256(bv, high));
+    }
+#pragma GCC unroll 28
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a0 = _mm256_broadcast_ss(&a[p * MR + r].even);
+      const __m256 a1 = _mm256_broadcast_ss(&a[p * MR + r].odd);
+#pragma GCC unroll 4
+      for (int v = 0; v < kV8; ++v)
+        c[r][v] = _mm256_fmadd_ps(odd[v], a1, _mm256_fmadd_ps(even[v], a0, c[r][v]));
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 28
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kV8; ++v) _mm256_store_ps(acc + r * NR + v * 8, c[r][v]);
+    return;
+  }
+  float t[NR] __attribute__((aligned(32)));
+  for (int r = 0; r < mr; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kV8; ++v) _mm256_store_ps(t + v * 8, c[r][v]);
+    EpiRow(t, nc, i + r, j, N, bias, R, C + (i + r) * N + j);
+  }
 #else
+  float local[MR * NR];
+  if (!acc) acc = local;  // one slice: no buffer kept between slices
   if (first) memset(acc, 0, sizeof(float) * MR * NR);
   for (long p = 0; p < np; ++p)
     for (int r = 0; r < MR; ++r) {
@@ -197,15 +281,15 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   float* C = (float*)args[4];
   // The activations as bf16 pairs in panels of MR rows (rows past M zero).
   const long panels = (M + MR - 1) / MR;
-  uint32_t* ap = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * ((size_t)panels * KP * MR + 16));
+  APair* ap = (APair*)aligned_alloc(64, sizeof(APair) * ((size_t)panels * KP * MR + 16));
   kiln_rt::ParallelFor(panels, NT, [&](long ip) {
-    uint32_t* dst = ap + ip * KP * MR;
+    APair* dst = ap + ip * KP * MR;
     for (int r = 0; r < MR; ++r) {
       const long i = ip * MR + r;
       if (i < M) {
         PackRow(A + i * K, K, dst + r);
       } else {
-        for (long p = 0; p < KP; ++p) dst[p * MR + r] = 0;
+        for (long p = 0; p < KP; ++p) dst[p * MR + r] = APair{};
       }
     }
   });
@@ -223,7 +307,7 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
       const bool first = k0 == 0, last = k0 + np == KP;
       for (long i = i0; i < i1; i += MR) {
         const int mr = i1 - i < MR ? (int)(i1 - i) : MR;
-        const uint32_t* a = ap + (i / MR) * KP * MR + k0 * MR;
+        const APair* a = ap + (i / MR) * KP * MR + k0 * MR;
         for (long q = q0; q < q1; ++q) {
           float* acc = tiles ? tiles + ((i - i0) / MR * (q1 - q0) + (q - q0)) * MR * NR : nullptr;
           const long j = q * NR;
