@@ -75,6 +75,12 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
               static_cast<float*>(t)[n * K + k] = static_cast<const float*>(weight)[k * N + n];
           }
     linear_[key] = t;
+    if (bf16) {  // the fp32-weights variant's copy: the same [N,K] values, widened
+      float* f = Floats(N * K);
+      const uint16_t* h = static_cast<const uint16_t*>(t);
+      for (size_t i = 0; i < N * K; ++i) f[i] = Bf16ToFloat(h[i]);
+      linear_fp32_[key] = f;
+    }
   };
   for (Layer& l : layer_)
     for (const auto& op : graph_.layer)
@@ -149,6 +155,12 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
   };
   if (!kiln) {
     if (op.workload.op() == v1::GEMM && onednn_linear_) return done(OnednnGemm(op, args));
+    if (op.workload.op() == v1::GEMM && fp32_linear_ && linear_fp32_.count(args[1])) {
+      v1::Workload w = op.workload;
+      w.set_dtype(v1::FP32);
+      args[1] = linear_fp32_.at(args[1]);
+      return done(torch_baseline::RunLinear(w, dims.data(), args.data()));
+    }
     if (op.workload.op() == v1::GEMM && linear_.count(args[1])) {
       args[1] = linear_.at(args[1]);
       return done(torch_baseline::RunLinear(TorchWorkload(op.workload), dims.data(), args.data()));
@@ -177,18 +189,25 @@ absl::Status StepState::Call(const codegen::StepOp& op, std::vector<void*> args,
 absl::Status StepState::OnednnGemm(const codegen::StepOp& op, const std::vector<void*>& args) {
   const auto& d = op.workload.dims();
   const int M = d.at("M"), N = d.at("N"), K = d.at("K");
-  auto it = onednn_.find(args[1]);
-  if (it == onednn_.end()) {
-    ASSIGN_OR_RETURN(auto mm,
-                     cpu_baselines::OnednnMatmul::Create(M, N, K, op.workload.dtype() == v1::BF16));
+  const bool bf16 = op.workload.dtype() == v1::BF16, widen = bf16 && fp32_linear_;
+  auto& made = widen ? onednn_fp32_ : onednn_;
+  auto it = made.find(args[1]);
+  if (it == made.end()) {
+    ASSIGN_OR_RETURN(auto mm, cpu_baselines::OnednnMatmul::Create(M, N, K, bf16 && !widen));
     OnednnLinear l;
     l.packed = Floats((mm->PackedBytes() + 3) / 4);
-    if (codegen::IsQuantized(op.workload.dtype()))  // oneDNN gets the dequantized weights
+    if (codegen::IsQuantized(op.workload.dtype())) {  // oneDNN gets the dequantized weights
       mm->Pack(DequantizeWeights(static_cast<const uint8_t*>(args[1]), K, N).data(), l.packed);
-    else
+    } else if (widen) {  // bf16 [K,N] widened to fp32 once, as a model loaded in fp32 holds it
+      std::vector<float> f(static_cast<size_t>(K) * N);
+      const uint16_t* h = static_cast<const uint16_t*>(args[1]);
+      for (size_t i = 0; i < f.size(); ++i) f[i] = Bf16ToFloat(h[i]);
+      mm->Pack(f.data(), l.packed);
+    } else {
       mm->Pack(args[1], l.packed);
+    }
     l.matmul = std::shared_ptr<cpu_baselines::OnednnMatmul>(std::move(mm));
-    it = onednn_.emplace(args[1], l).first;
+    it = made.emplace(args[1], l).first;
   }
   float* C = static_cast<float*>(args[4]);
   static_cast<cpu_baselines::OnednnMatmul*>(it->second.matmul.get())

@@ -152,12 +152,20 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   ASSIGN_OR_RETURN(auto state, StepState::Create(req, opts.seed));
   RETURN_IF_ERROR(state->Prepare([&](const v1::Workload& w) { return kernels.Find(w); }));
   v1::StepResult r;
-  // Correctness first: one step with each backend from the same state.
+  // LibTorch has a fast bf16 matmul only where oneDNN's bf16 runs (AVX-512; see the variants).
+  const bool bf16 = req.dtype() == v1::BF16;
+  const bool bf16_matmul =
+      !bf16 || std::find(chip.isa_features().begin(), chip.isa_features().end(), "avx512f") !=
+                   chip.isa_features().end();
+  // Correctness first: one step with each backend from the same state (LibTorch's projections on
+  // the widened weights where its bf16 matmul is the scalar fallback).
   state->SaveState();
   RETURN_IF_ERROR(state->Run(true).status());
   std::vector<float> a = state->Logits();
   state->RestoreState();
+  state->set_fp32_linear(!bf16_matmul);
   RETURN_IF_ERROR(state->Run(false).status());
+  state->set_fp32_linear(false);
   std::vector<float> b = state->Logits();
   state->RestoreState();
   double diff = 0, scale = 1e-30;
@@ -263,23 +271,42 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   // (its intra-op pool at all cores, or OpenBLAS's): a few steps each, then the faster one in full.
   // Also: its projections through oneDNN matmul on weights packed ahead of time (ipex.optimize's
   // route), which reads more of the bound than F.linear does at one row in bf16.
+  // A bf16 job also gets the same step with fp32 weights widened once at load, as a user
+  // loads the model in fp32 where LibTorch has no fast bf16 matmul: on CPUs without AVX-512
+  // (oneDNN's bf16 needs it) LibTorch's own bf16 GEMM is a scalar loop, ~1 GFLOP/s, so its bf16
+  // arrangements are listed there but not timed (a prefill step would take minutes).
   struct Variant {
     std::string name;
     int torch_threads, blas_threads;
-    bool onednn = false;
+    bool onednn = false, fp32 = false;
   };
   const int cores = std::max(1, chip.cores());
-  std::vector<Variant> variants = {{torch_baseline::Name(), cores, 1}};
-  if (cores > 1)
-    variants.push_back({absl::StrCat(torch_baseline::Name(), "+openblas-threads"), 1, cores});
-  variants.push_back(
-      {absl::StrCat(torch_baseline::Name(), "+onednn-packed-linear"), cores, 1, true});
+  std::vector<Variant> variants;
+  for (bool fp32 : {false, true}) {
+    if (fp32 && !bf16) break;
+    const std::string name = absl::StrCat(torch_baseline::Name(), fp32 ? "+fp32-weights" : "");
+    variants.push_back({name, cores, 1, false, fp32});
+    if (cores > 1) variants.push_back({name + "+openblas-threads", 1, cores, false, fp32});
+    variants.push_back({name + "+onednn-packed-linear", cores, 1, true, fp32});
+  }
   size_t best = 0;
   std::vector<double> screen_medians;
   std::vector<std::string> screen_errors;  // a variant that cannot run is listed, not fatal
+  auto arrange = [&](const Variant& v) {
+    torch_baseline::SetPools(v.torch_threads, v.blas_threads);
+    state->set_onednn_linear(v.onednn);
+    state->set_fp32_linear(v.fp32);
+  };
   for (size_t v = 0; v < variants.size(); ++v) {
-    torch_baseline::SetPools(variants[v].torch_threads, variants[v].blas_threads);
-    state->set_onednn_linear(variants[v].onednn);
+    if (!variants[v].fp32 && !bf16_matmul) {
+      screen_medians.push_back(INFINITY);
+      screen_errors.push_back(
+          "not timed: no AVX-512 on this CPU, so no fast bf16 matmul in LibTorch (its scalar "
+          "fallback); the +fp32-weights arrangements stand for it");
+      if (v == best) ++best;
+      continue;
+    }
+    arrange(variants[v]);
     std::vector<double> screen;
     absl::Status s = time_block(false, 3, 0, screen, nullptr, nullptr, nullptr);
     state->RestoreState();
@@ -290,8 +317,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   }
   if (!std::isfinite(screen_medians[best]))
     return absl::InternalError(absl::StrCat("step baseline: ", screen_errors[best]));
-  torch_baseline::SetPools(variants[best].torch_threads, variants[best].blas_threads);
-  state->set_onednn_linear(variants[best].onednn);
+  arrange(variants[best]);
   RETURN_IF_ERROR(
       time_block(false, opts.max_samples, opts.max_seconds / 2, ts, &traw, &tbws, &tfractions));
   print_profile(variants[best].name);
@@ -301,9 +327,10 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
     v1::BaselineRoute* route = r.add_baseline_routes();
     route->set_name(variants[v].name);
     route->set_threads(std::max(variants[v].torch_threads, variants[v].blas_threads));
-    route->set_dtype(req.dtype() == v1::BF16 ? "bf16" : "fp32");
+    route->set_dtype(bf16 && !variants[v].fp32 ? "bf16" : "fp32");
     const bool ran = std::isfinite(screen_medians[v]);
-    route->set_status(ran ? v1::OK : v1::CRASHED);
+    const bool skipped = !variants[v].fp32 && !bf16_matmul;
+    route->set_status(ran ? v1::OK : skipped ? v1::UNSUPPORTED : v1::CRASHED);
     route->set_median_us(v == best ? median(ts) : ran ? screen_medians[v] : 0);
     route->set_message(v == best ? "timed in full"
                        : ran     ? "screened on 3 steps"
@@ -314,7 +341,7 @@ absl::StatusOr<v1::StepResult> RunCpuStep(const v1::StepRequest& req,
   r.set_baseline_measured(tokens / (r.baseline_step_us() * 1e-6));
   r.set_baseline_name(variants[best].name);
   r.set_baseline_threads(std::max(variants[best].torch_threads, variants[best].blas_threads));
-  r.set_baseline_dtype(req.dtype() == v1::BF16 ? "bf16" : "fp32");
+  r.set_baseline_dtype(bf16 && !variants[best].fp32 ? "bf16" : "fp32");
   r.set_baseline_bound_fraction(median(tfractions));
   for (double g : tbws) r.add_baseline_read_gbytes_per_s_samples(g);
   r.set_note(n == L ? absl::StrCat("measured on all ", L, " layers")

@@ -50,6 +50,9 @@ class StepState {
   // The LibTorch step's projections through oneDNN matmul on weights packed ahead of time into
   // oneDNN's layout (what ipex.optimize does for a PyTorch model) instead of F.linear.
   void set_onednn_linear(bool on) { onednn_linear_ = on; }
+  // A bf16 job's LibTorch step with its projections in fp32 on weights widened once at load (what
+  // a user runs where LibTorch has no fast bf16 matmul: CPUs without AVX-512).
+  void set_fp32_linear(bool on) { fp32_linear_ = on; }
   int tokens() const { return graph_.tokens; }
   const codegen::StepGraph& graph() const { return graph_; }
 
@@ -99,12 +102,14 @@ class StepState {
   // weight -> the LibTorch step's copy: a GEMM's in nn.Linear's [N,K] layout (as a PyTorch model
   // holds it), quantized experts' dequantized to fp32
   std::map<const void*, void*> linear_;
+  std::map<const void*, float*> linear_fp32_;  // a bf16 weight -> its [N,K] copy widened to fp32
+  bool fp32_linear_ = false;
   // weight -> its oneDNN matmul and packed copy, made on first use (a warm-up step)
   struct OnednnLinear {
     std::shared_ptr<void> matmul;  // cpu_baselines::OnednnMatmul
     void* packed = nullptr;
   };
-  std::map<const void*, OnednnLinear> onednn_;
+  std::map<const void*, OnednnLinear> onednn_, onednn_fp32_;
   bool onednn_linear_ = false;
   absl::Status OnednnGemm(const codegen::StepOp& op, const std::vector<void*>& args);
   void* head_ = nullptr;

@@ -182,6 +182,40 @@ TEST_F(StepRunnerTest, TimedStepReportsBothBackendsAndScales) {
   EXPECT_EQ(res->bound_kind(), "memory");
 }
 
+// A bf16 step's baseline includes LibTorch with the weights widened to fp32 at load (what a user
+// runs where LibTorch's bf16 matmul is slow); on a chip without AVX-512 the bf16 arrangements are
+// listed as not timed, and the fastest route is an fp32 one.
+TEST_F(StepRunnerTest, Bf16StepListsTheFp32WeightsRoute) {
+  v1::StepRequest r = Request(Tiny("llama"), "decode", 1, v1::BF16);
+  for (bool avx512 : {true, false}) {
+    v1::ChipFingerprint chip = device_->Fingerprint();
+    chip.clear_isa_features();
+    chip.add_isa_features("avx2");
+    if (avx512) chip.add_isa_features("avx512f");
+    auto res = RunCpuStep(r, chip, Brief());
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_LT(res->max_error(), 5e-2);
+    int fp32 = 0, skipped = 0;
+    for (const auto& route : res->baseline_routes()) {
+      const bool widened = route.name().find("+fp32-weights") != std::string::npos;
+      EXPECT_EQ(route.dtype(), widened ? "fp32" : "bf16") << route.name();
+      if (widened) {
+        ++fp32;
+        EXPECT_EQ(route.status(), v1::OK) << route.name() << ": " << route.message();
+      } else if (route.status() == v1::UNSUPPORTED) {
+        ++skipped;
+        EXPECT_NE(route.message().find("no AVX-512"), std::string::npos) << route.message();
+      }
+    }
+    EXPECT_GE(fp32, 2);
+    EXPECT_EQ(skipped, avx512 ? 0 : res->baseline_routes_size() - fp32);
+    if (!avx512) {
+      EXPECT_NE(res->baseline_name().find("+fp32-weights"), std::string::npos);
+      EXPECT_EQ(res->baseline_dtype(), "fp32");
+    }
+  }
+}
+
 // Every kernel's time inside the step, by workload: calls scaled to the whole model, the per-call
 // times adding up to no more than the step; a probe times Kiln's step only.
 TEST_F(StepRunnerTest, StepReportsItsKernelsTimesAndAProbeSkipsTheBaseline) {
