@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "hardware/cpu/baselines/vendor_gemm.h"
 #include "hardware/cpu/torch_baseline/torch_ops.h"
+#include "hardware/reference/model_ops_reference.h"
 #include "hardware/reference/quant_format.h"
 
 namespace kiln::hardware::cpu_baselines {
@@ -22,6 +23,22 @@ bool PlainGemm(const v1::Workload& w) {
 bool PlainBf16Gemm(const v1::Workload& w) {
   return w.op() == v1::GEMM && w.dtype() == v1::BF16 && w.epilogue().empty();
 }
+// LibTorch's (and oneDNN's) bf16 matmul has fast kernels from AVX-512 up; this process runs on
+// the measured chip, so its own CPUID answers.
+bool FastBf16Matmul() { return __builtin_cpu_supports("avx512f"); }
+absl::Status NoBf16Matmul(const char* library) {
+  return absl::UnavailableError(absl::StrCat("not timed: no AVX-512 on this CPU, where ", library,
+                                             "'s bf16 matmul is missing or a scalar fallback"));
+}
+
+// bf16 [K,N] weights (dims {M,N,K}) widened to fp32, as a model loaded in fp32 holds them.
+std::shared_ptr<const void> WidenBf16(const long long* d, const void* src) {
+  auto wd = std::make_shared<std::vector<float>>(static_cast<size_t>(d[1]) * d[2]);
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  for (size_t i = 0; i < wd->size(); ++i) (*wd)[i] = Bf16ToFloat(h[i]);
+  return std::shared_ptr<const void>(wd, wd->data());
+}
+
 bool QuantGemm(const v1::Workload& w) {
   return w.op() == v1::GEMM && (w.dtype() == v1::INT8 || w.dtype() == v1::INT4);
 }
@@ -85,11 +102,16 @@ std::vector<Route> GemmRoutes(const v1::Workload& w, const std::vector<int>& cou
 // and one intra-op thread with OpenBLAS's pool at all cores.
 // Quantized weights (int8, int4) are dequantized to fp32 at load time: the same arithmetic at
 // full precision, which is what LibTorch offers for Kiln's group-wise formats.
-void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vector<int>& counts) {
-  const bool bf16 = w.dtype() == v1::BF16, quant = QuantGemm(w);
-  if (quant) w.set_dtype(v1::FP32);
-  auto prepare = [w, bf16, quant](int torch_threads,
-                                  int blas_threads) -> absl::StatusOr<RouteCall> {
+// widen: bf16 weights widened to fp32 at load time (a model loaded in fp32), the GEMM in fp32.
+// Without it, a bf16 GEMM on a CPU without AVX-512 is listed but not timed: LibTorch's bf16
+// matmul there is its scalar fallback (~1 GFLOP/s), a route nobody would run.
+void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vector<int>& counts,
+                    bool widen = false) {
+  const bool quant = QuantGemm(w), bf16 = w.dtype() == v1::BF16 && !widen;
+  if (quant || widen) w.set_dtype(v1::FP32);
+  auto prepare = [w, bf16, quant, widen](int torch_threads,
+                                         int blas_threads) -> absl::StatusOr<RouteCall> {
+    if (bf16 && !FastBf16Matmul()) return NoBf16Matmul("LibTorch");
     torch_baseline::SetPools(torch_threads, blas_threads);
     RouteCall c;
     c.failed = std::make_shared<absl::Status>();
@@ -99,12 +121,16 @@ void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vecto
     OpPrepack layout;
     const long long elem = bf16 ? 2 : 4;
     layout.bytes = [elem](const long long* d) { return d[1] * d[2] * elem; };
-    layout.pack = [elem, quant](const long long* d, const void* src, void* dst) {
+    layout.pack = [elem, quant, widen](const long long* d, const void* src, void* dst) {
       const long long N = d[1], K = d[2];
       std::vector<float> dequantized;
+      std::shared_ptr<const void> widened;
       if (quant) {
         dequantized = DequantizeWeights(static_cast<const uint8_t*>(src), K, N);
         src = dequantized.data();
+      } else if (widen) {
+        widened = WidenBf16(d, src);
+        src = widened.get();
       }
       auto* in = static_cast<const char*>(src);
       auto* out = static_cast<char*>(dst);
@@ -115,7 +141,8 @@ void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vecto
     c.op_pack = layout;
     return c;
   };
-  const std::string name = absl::StrCat(torch_baseline::Name(), "-linear");
+  const std::string name =
+      absl::StrCat(torch_baseline::Name(), "-linear", widen ? "-fp32-weights" : "");
   routes.push_back(
       {name, bf16 ? "bf16" : "fp32", counts, [prepare](int t) { return prepare(t, 1); }});
   if (counts.size() > 1)
@@ -132,6 +159,7 @@ Route OnednnOpRoute(
     std::function<std::shared_ptr<const void>(const long long*, const void*)> weights) {
   return {std::move(name), bf16 ? "bf16" : "fp32", counts,
           [M, N, K, bf16, weights](int t) -> absl::StatusOr<RouteCall> {
+            if (bf16 && !FastBf16Matmul()) return NoBf16Matmul("oneDNN");
             SetOpenMpThreads(t);  // oneDNN plans for the threads it has at creation
             auto mm = OnednnMatmul::Create(M, N, K, bf16);
             if (!mm.ok()) return mm.status();
@@ -160,6 +188,12 @@ std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>&
                                                                       src);
                                  }));
   AddTorchLinear(routes, w, counts);
+  // The fp32 routes on the same weights widened once at load: what a user runs where bf16
+  // matmuls are slow or missing (oneDNN's bf16 needs AVX-512).
+  if (w.epilogue().empty())
+    routes.push_back(
+        OnednnOpRoute("onednn-packed-fp32-weights", M, N, K, false, counts, WidenBf16));
+  AddTorchLinear(routes, w, counts, /*widen=*/true);
   return routes;
 }
 
@@ -272,8 +306,8 @@ void AddOnednnMoe(std::vector<Route>& routes, const v1::Workload& w,
                       SetOpenMpThreads(t);
                       auto moe = std::make_shared<OnednnMoe>();
                       *moe = OnednnMoe{T, E, TOPK, N, K, bf16, {}, {}, {}, {}, absl::OkStatus()};
-                      // A CPU without the dtype's instructions (bf16 on AVX2) has no such route:
-                      // say so now, not as a crash of the first call.
+                      if (bf16 && !FastBf16Matmul()) return NoBf16Matmul("oneDNN");
+                      // Any other refusal of oneDNN's: said now, not as a crash of a call.
                       auto one_row = OnednnMatmul::Create(1, N, K, bf16, /*plain_weights=*/true);
                       if (!one_row.ok()) return one_row.status();
                       moe->by_rows[1] = std::move(*one_row);
