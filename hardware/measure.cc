@@ -177,8 +177,14 @@ double ComputePeak(const v1::Workload& w, const v1::ChipFingerprint& chip) {
   const double fp32 = chip.peak_gflops();
   // Dot-product instructions do 2 (bf16) or 4 (int8) products per lane where an FMA does one:
   // a fingerprint taken before their probes existed gets that multiple of the FMA peak.
-  if (w.dtype() == v1::BF16)
-    return std::max(fp32, chip.peak_bf16_gflops() > 0 ? chip.peak_bf16_gflops() : 2 * fp32);
+  if (w.dtype() == v1::BF16) {
+    if (chip.peak_bf16_gflops() > 0) return std::max(fp32, chip.peak_bf16_gflops());
+    // No bf16 figure: a CPU without bf16 dot products (AVX2: its bf16 GEMMs widen to fp32 and
+    // run on the FMAs), or a fingerprint from before the probe.
+    const auto& isa = chip.isa_features();
+    const bool dot = isa.empty() || std::find(isa.begin(), isa.end(), "avx512_bf16") != isa.end();
+    return dot ? 2 * fp32 : fp32;
+  }
   if (codegen::IsQuantized(w.dtype()))
     return std::max(fp32, chip.peak_int8_gops() > 0 ? chip.peak_int8_gops() : 4 * fp32);
   return fp32;

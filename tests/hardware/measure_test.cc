@@ -45,6 +45,22 @@ TEST(SummarizeTest, QuantilesAndSpread) {
   EXPECT_EQ(none.median_us(), 0);
 }
 
+// The roof a bf16 GEMM is held to: the probe's bf16 peak; without one, twice the FMA peak where
+// the CPU has bf16 dot products (a fingerprint from before the probe), the FMA peak on AVX2.
+TEST(ComputePeakTest, Bf16RoofFollowsTheInstructions) {
+  v1::Workload w = *codegen::ParseWorkload("gemm", "M=512,N=64,K=64", "bf16");
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(100);
+  chip.add_isa_features("avx2");
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
+  chip.add_isa_features("avx512_bf16");
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 200);
+  chip.set_peak_bf16_gflops(170);
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 170);
+  w.set_dtype(v1::FP32);
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
+}
+
 TEST(TimeRepeatedTest, StableRunsStopAtMinSamples) {
   MeasureOptions opts;
   opts.warmup = 1;
