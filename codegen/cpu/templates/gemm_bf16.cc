@@ -135,32 +135,30 @@ inline __m512 EpiV(__m512 x, __mmask16 m, long i, long j, long N, const float* b
   (void)m, (void)i, (void)j, (void)N, (void)bias, (void)R;
   if (EPI == 1) return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + j));
   if (EPI == 4) return _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, R + i * N + j));
-  if (EPI == 2 || EPI == 3) {  // x * sigmoid(s): silu s = x; tanh-form gelu s = 2u
-    const kiln_rt::V16 v = (kiln_rt::V16)x;
-    const kiln_rt::V16 s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
-    return (__m512)(v / (1.0f + kiln_rt::ExpV(-s)));
+  if (EPI == 2 || EPI == 3) {              // x * sigmoid(s): silu s = x; tanh-form gelu s = 2u
+    const kiln_rt::VF v = (kiln_rt::VF)x;  // 16 lanes: this path is AVX-512's
+    const kiln_rt::VF s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
+    return (__m512)(v / (1.0f + kiln_rt::ExpVF(-s)));
   }
   return x;
 }
 #endif
 
 #if KB_AVX2
-// Generic 16-lane vectors on a 256-bit host: GCC notes their ABI wherever they are instantiated.
-#pragma GCC diagnostic ignored "-Wpsabi"
-// The epilogue on nc <= NR values t of row i from column j, written to out: whole 16-lane
-// chunks as generic vectors, the rest one by one.
+// The epilogue on nc <= NR values t of row i from column j, written to out: whole vectors
+// (kiln_rt::VF) at a time, the rest one by one.
 inline void EpiRow(const float* t, int nc, long i, long j, long N, const float* bias,
                    const float* R, float* out) {
   int n = 0;
-  for (; n + 16 <= nc; n += 16) {
-    kiln_rt::V16 v = kiln_rt::LoadV16(t + n);
-    if (EPI == 1) v += kiln_rt::LoadV16(bias + j + n);
-    if (EPI == 4) v += kiln_rt::LoadV16(R + i * N + j + n);
+  for (; n + kiln_rt::kVF <= nc; n += kiln_rt::kVF) {
+    kiln_rt::VF v = kiln_rt::LoadVF(t + n);
+    if (EPI == 1) v += kiln_rt::LoadVF(bias + j + n);
+    if (EPI == 4) v += kiln_rt::LoadVF(R + i * N + j + n);
     if (EPI == 2 || EPI == 3) {  // as EpiV
-      const kiln_rt::V16 s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
-      v = v / (1.0f + kiln_rt::ExpV(-s));
+      const kiln_rt::VF s = EPI == 2 ? v : 1.5957691216057308f * (v + 0.044715f * v * v * v);
+      v = v / (1.0f + kiln_rt::ExpVF(-s));
     }
-    kiln_rt::StoreV16(out + n, v);
+    kiln_rt::StoreVF(out + n, v);
   }
   for (; n < nc; ++n) out[n] = kiln_rt::Epilogue<EPI>(t[n], i, j + n, N, bias, R);
 }

@@ -223,7 +223,7 @@ inline void ParallelRuns(long n, int nt, const Body& body) {
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 // e^r on the Cody-Waite reduced argument r = x - n*ln2 (in two parts), by Cephes' expf
-// polynomial (degree 6, ~1 ulp); T is float or V16 (below). The caller scales by 2^n.
+// polynomial (degree 6, ~1 ulp); T is float or a vector (VF, below). The caller scales by 2^n.
 template <typename T>
 inline T ExpReduced(T x, T n) {
   x = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -237,7 +237,7 @@ inline T ExpReduced(T x, T n) {
 }
 
 // exp(x), x clamped to [-87.3, 88.3]. Branch-free, but GCC 12 does not vectorize loops over it
-// (see ExpV).
+// (see ExpVT).
 inline float Exp(float x) {
   x = x < -87.33f ? -87.33f : (x > 88.3f ? 88.3f : x);
   const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
@@ -259,28 +259,40 @@ inline float Epilogue(float x, long i, long j, long N, const float* bias, const 
   return x;
 }
 
-// Exp on 16 lanes at once (GCC vector extensions: one zmm with AVX-512, two ymm with AVX2, four
-// xmm otherwise), the same clamp, reduction and polynomial. Loops over Exp do not vectorize with
-// GCC 12 (it vectorizes neither floorf nor the clamp's selects there), so the element-wise
-// templates call this on blocks of 16.
-typedef float V16 __attribute__((vector_size(64)));
-typedef int32_t I16 __attribute__((vector_size(64)));
-inline V16 LoadV16(const float* p) {
-  V16 v;
+// Exp on a vector at once (GCC vector extensions), the same clamp, reduction and polynomial.
+// Loops over Exp do not vectorize with GCC 12 (it vectorizes neither floorf nor the clamp's
+// selects there), so the element-wise templates call this on blocks of a vector.
+template <typename V, typename I>
+inline V ExpVT(V x) {
+  const V lo = V{} - 87.33f, hi = V{} + 88.3f;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const V t = x * 1.44269504088896341f + 0.5f;
+  V n = __builtin_convertvector(__builtin_convertvector(t, I), V);
+  n = t < n ? n - 1.0f : n;  // floor
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  return ExpReduced(x, n) * (V)bits;  // a vector cast: the same bits, read as floats
+}
+
+// The host's own vector, kVF floats (16 with AVX-512, 8 with AVX, 4 otherwise): the element-wise
+// templates work in blocks of it. A vector wider than the registers is lowered by GCC 12 through
+// the stack (SwiGLU ~5x slower on AVX2 in 16-lane blocks than in 8-lane ones).
+#if defined(__AVX512F__)
+constexpr int kVF = 16;
+#elif defined(__AVX__)
+constexpr int kVF = 8;
+#else
+constexpr int kVF = 4;
+#endif
+typedef float VF __attribute__((vector_size(kVF * 4)));
+typedef int32_t IVF __attribute__((vector_size(kVF * 4)));
+inline VF LoadVF(const float* p) {
+  VF v;
   __builtin_memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void StoreV16(float* p, V16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
-inline V16 ExpV(V16 x) {
-  const V16 lo = V16{} - 87.33f, hi = V16{} + 88.3f;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const V16 t = x * 1.44269504088896341f + 0.5f;
-  V16 n = __builtin_convertvector(__builtin_convertvector(t, I16), V16);
-  n = t < n ? n - 1.0f : n;  // floor
-  const I16 bits = (__builtin_convertvector(n, I16) + 127) << 23;
-  return ExpReduced(x, n) * (V16)bits;  // a vector cast: the same bits, read as floats
-}
+inline void StoreVF(float* p, VF v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline VF ExpVF(VF x) { return ExpVT<VF, IVF>(x); }
 #pragma GCC diagnostic pop
 
 }  // namespace

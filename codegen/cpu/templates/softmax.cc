@@ -29,22 +29,22 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
     }
     const float inv = 1.0f / s;
     long i = 0;
-    for (; i + 16 <= N; i += 16)
-      kiln_rt::StoreV16(o + i, kiln_rt::ExpV(kiln_rt::LoadV16(r + i) - m) * inv);
+    for (; i + kiln_rt::kVF <= N; i += kiln_rt::kVF)
+      kiln_rt::StoreVF(o + i, kiln_rt::ExpVF(kiln_rt::LoadVF(r + i) - m) * inv);
     for (; i < N; ++i) o[i] = kiln_rt::Exp(r[i] - m) * inv;
 #else
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
     for (long i = 0; i < N; ++i) m = r[i] > m ? r[i] : m;
-    kiln_rt::V16 sv = {};  // 16 lanes at a time (kiln_rt::ExpV), then the tail
+    kiln_rt::VF sv = {};  // a vector at a time (kiln_rt::ExpVF), then the tail
     long i = 0;
-    for (; i + 16 <= N; i += 16) {
-      const kiln_rt::V16 e = kiln_rt::ExpV(kiln_rt::LoadV16(r + i) - m);
-      kiln_rt::StoreV16(o + i, e);
+    for (; i + kiln_rt::kVF <= N; i += kiln_rt::kVF) {
+      const kiln_rt::VF e = kiln_rt::ExpVF(kiln_rt::LoadVF(r + i) - m);
+      kiln_rt::StoreVF(o + i, e);
       sv += e;
     }
     float s = 0;
-    for (int j = 0; j < 16; ++j) s += sv[j];
+    for (int j = 0; j < kiln_rt::kVF; ++j) s += sv[j];
     for (; i < N; ++i) {
       o[i] = kiln_rt::Exp(r[i] - m);
       s += o[i];

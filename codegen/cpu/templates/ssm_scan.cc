@@ -38,16 +38,17 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
         const float* as = A + c * S;
         float acc = 0;
         long s = 0;
-        if (S >= 16) {  // 16 states at a time (kiln_rt::ExpV; the scalar loop does not vectorize)
-          kiln_rt::V16 av = {};
-          for (; s + 16 <= S; s += 16) {
-            const kiln_rt::V16 hv =
-                kiln_rt::ExpV(dt * kiln_rt::LoadV16(as + s)) * kiln_rt::LoadV16(hs + s) +
-                du * kiln_rt::LoadV16(bs + s);
-            kiln_rt::StoreV16(hs + s, hv);
-            av += kiln_rt::LoadV16(cs + s) * hv;
+        if (S >= kiln_rt::kVF) {  // a vector of states at a time (ExpVF; the scalar loop does not
+                                  // vectorize)
+          kiln_rt::VF av = {};
+          for (; s + kiln_rt::kVF <= S; s += kiln_rt::kVF) {
+            const kiln_rt::VF hv =
+                kiln_rt::ExpVF(dt * kiln_rt::LoadVF(as + s)) * kiln_rt::LoadVF(hs + s) +
+                du * kiln_rt::LoadVF(bs + s);
+            kiln_rt::StoreVF(hs + s, hv);
+            av += kiln_rt::LoadVF(cs + s) * hv;
           }
-          for (int j = 0; j < 16; ++j) acc += av[j];
+          for (int j = 0; j < kiln_rt::kVF; ++j) acc += av[j];
         }
         for (; s < S; ++s) {
           const float hv = kiln_rt::Exp(dt * as[s]) * hs[s] + du * bs[s];

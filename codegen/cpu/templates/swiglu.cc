@@ -1,5 +1,5 @@
-// Kiln CPU SwiGLU: out[t,f] = silu(gate[t,f]) * up[t,f] = gate / (1 + exp(-gate)) * up, 16
-// elements at a time (kiln_rt::ExpV: 6-8x the scalar loop, which GCC does not vectorize).
+// Kiln CPU SwiGLU: out[t,f] = silu(gate[t,f]) * up[t,f] = gate / (1 + exp(-gate)) * up, a
+// vector at a time (kiln_rt::ExpVF: 6-8x the scalar loop, which GCC does not vectorize).
 // Knobs: NT (threads over CH-float chunks of the flattened T*F elements), CH.
 // ABI: kiln_op(dims {T,F}, args {gate, up, out}, params {}).
 #include <math.h>
@@ -19,9 +19,9 @@ extern "C" void kiln_op(const long long* d, void* const* args, const float* para
   kiln_rt::ParallelFor(chunks, NT, [&](long c) {
     const long e = (c + 1) * CH < n ? (c + 1) * CH : n;
     long i = c * CH;
-    for (; i + 16 <= e; i += 16) {
-      const kiln_rt::V16 gv = kiln_rt::LoadV16(g + i);
-      kiln_rt::StoreV16(out + i, gv / (1.0f + kiln_rt::ExpV(-gv)) * kiln_rt::LoadV16(u + i));
+    for (; i + kiln_rt::kVF <= e; i += kiln_rt::kVF) {
+      const kiln_rt::VF gv = kiln_rt::LoadVF(g + i);
+      kiln_rt::StoreVF(out + i, gv / (1.0f + kiln_rt::ExpVF(-gv)) * kiln_rt::LoadVF(u + i));
     }
     for (; i < e; ++i) out[i] = g[i] / (1.0f + kiln_rt::Exp(-g[i])) * u[i];
   });

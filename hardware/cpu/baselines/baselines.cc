@@ -355,6 +355,12 @@ std::vector<Route> Routes(const v1::Workload& w, const std::vector<int>& threads
   if (PlainGemm(w)) return GemmRoutes(w, threads);
   if (PlainBf16Gemm(w)) return Bf16GemmRoutes(w, threads);
   std::vector<Route> routes = TorchRoutes(w, threads);
+  if (w.op() == v1::GEMM && w.dtype() == v1::BF16) {  // with an epilogue: as for a plain one
+    if (!FastBf16Matmul())
+      for (Route& r : routes)
+        r.prepare = [](int) -> absl::StatusOr<RouteCall> { return NoBf16Matmul("LibTorch"); };
+    AddTorchLinear(routes, w, threads, /*widen=*/true);
+  }
   if (w.op() == v1::MOE_GEMM) AddOnednnMoe(routes, w, threads);
   return routes;
 }
