@@ -25,7 +25,7 @@ namespace {
 // Callers of the RPCs now being handled, by their ServerContext (CallerScope).
 struct ScopeRegistry {
   std::mutex mu;
-  std::map<const grpc::ServerContext*, Caller> callers;
+  std::map<const grpc::ServerContextBase*, Caller> callers;
 };
 ScopeRegistry& Scopes() {
   static auto* r = new ScopeRegistry;
@@ -239,7 +239,7 @@ std::shared_ptr<grpc::ServerCredentials> Authenticator::ServerCredentials() cons
   return grpc::SslServerCredentials(o);
 }
 
-Caller Authenticator::Identify(const grpc::ServerContext& ctx, std::string* reason) const {
+Caller Authenticator::Identify(const grpc::ServerContextBase& ctx, std::string* reason) const {
   const auto& md = ctx.client_metadata();
   auto range = md.equal_range("authorization");
   std::string header;
@@ -300,7 +300,7 @@ Caller Authenticator::IdentifyParts(const std::string* authorization, bool clien
   return c;
 }
 
-CallerScope::CallerScope(const grpc::ServerContext* ctx, const Caller& caller) : ctx_(ctx) {
+CallerScope::CallerScope(const grpc::ServerContextBase* ctx, const Caller& caller) : ctx_(ctx) {
   std::lock_guard<std::mutex> lock(Scopes().mu);
   Scopes().callers[ctx_] = caller;
 }
@@ -310,7 +310,7 @@ CallerScope::~CallerScope() {
   Scopes().callers.erase(ctx_);
 }
 
-Caller CallerOf(const grpc::ServerContext& ctx) {
+Caller CallerOf(const grpc::ServerContextBase& ctx) {
   {
     std::lock_guard<std::mutex> lock(Scopes().mu);
     auto it = Scopes().callers.find(&ctx);

@@ -4,7 +4,7 @@
 #include <string>
 
 namespace grpc {
-class ServerContext;
+class ServerContextBase;
 }
 
 namespace kiln::server {
@@ -23,6 +23,6 @@ struct Caller {
 };
 
 // The caller of the request `ctx` belongs to, as the server's auth layer established it.
-Caller CallerOf(const grpc::ServerContext& ctx);
+Caller CallerOf(const grpc::ServerContextBase& ctx);
 
 }  // namespace kiln::server

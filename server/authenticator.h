@@ -84,7 +84,7 @@ class Authenticator {
   // Who `ctx`'s credentials prove: the token's role and name (without --tokens an anonymous
   // admin), else the client certificate's subject CN as the name. Role::kNone with `*reason`
   // set when --tokens is given and the request has no or an unknown bearer token.
-  Caller Identify(const grpc::ServerContext& ctx, std::string* reason) const;
+  Caller Identify(const grpc::ServerContextBase& ctx, std::string* reason) const;
   // The same from the parts (tests): `authorization` is the header's value, `cert_cn` the
   // verified client certificate's CN ("" = none).
   Caller IdentifyParts(const std::string* authorization, bool client_certificate,
@@ -99,13 +99,13 @@ class Authenticator {
 // Makes CallerOf(*ctx) answer `caller` while it lives (the body of one RPC handler).
 class CallerScope {
  public:
-  CallerScope(const grpc::ServerContext* ctx, const Caller& caller);
+  CallerScope(const grpc::ServerContextBase* ctx, const Caller& caller);
   ~CallerScope();
   CallerScope(const CallerScope&) = delete;
   CallerScope& operator=(const CallerScope&) = delete;
 
  private:
-  const grpc::ServerContext* ctx_;
+  const grpc::ServerContextBase* ctx_;
 };
 
 // Whether a --listen host is loopback only: localhost, 127.0.0.0/8, ::1.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
@@ -74,9 +75,16 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
                   [this](JobEntry& job, v1::JobEvent::Kind kind, int task,
                          const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
                   [this](JobEntry& job) { UpdateBestTokensLocked(job); }}),
+      executor_(std::make_unique<PollExecutor>(options.poll_threads)),
+      work_waiters_(executor_.get()),
+      proposal_waiters_(executor_.get()),
+      event_waiters_(executor_.get()),
       jobs_outside_memory_(options.read_only) {}
 
-Coordinator::~Coordinator() { Shutdown(); }
+Coordinator::~Coordinator() {
+  Shutdown();
+  executor_.reset();  // answers every parked call while what they use is still here
+}
 
 uint64_t Coordinator::Entropy() { return rng_(); }
 
@@ -285,14 +293,33 @@ void Coordinator::PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int ta
   if (task >= 0) e.set_task_index(task);
   if (best) *e.mutable_best() = *best;
   while (job.events.size() > kMaxEvents) job.events.pop_front();
-  event_cv_.notify_all();
+  event_waiters_.NotifyAll();
 }
 
 absl::StatusOr<std::vector<v1::JobEvent>> Coordinator::WaitEvents(const std::string& job_id,
                                                                   int64_t after_seq, int wait_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  while (true) {
+  using Result = absl::StatusOr<std::vector<v1::JobEvent>>;
+  auto answered = std::make_shared<std::promise<Result>>();
+  std::future<Result> answer = answered->get_future();
+  WaitEventsAsync(job_id, after_seq, wait_ms,
+                  [answered](Result r) { answered->set_value(std::move(r)); });
+  return answer.get();
+}
+
+void Coordinator::WaitEventsAsync(const std::string& job_id, int64_t after_seq, int wait_ms,
+                                  EventsDone done) {
+  RunWaitEvents(job_id, after_seq,
+                std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, wait_ms)),
+                false, std::make_shared<EventsDone>(std::move(done)));
+}
+
+void Coordinator::RunWaitEvents(const std::string& job_id, int64_t after_seq,
+                                std::chrono::steady_clock::time_point deadline, bool timed_out,
+                                const std::shared_ptr<EventsDone>& done) {
+  std::vector<v1::JobEvent> out;
+  bool parked = false;
+  absl::Status status = [&]() -> absl::Status {
+    std::unique_lock<std::mutex> lock(mu_);
     RETURN_IF_ERROR(ValidateJobId(job_id));
     if (!FindJobLocked(job_id)) {
       // Archived (finished: one snapshot and nothing more), or out of memory until the store
@@ -301,31 +328,35 @@ absl::StatusOr<std::vector<v1::JobEvent>> Coordinator::WaitEvents(const std::str
       const bool finished = stored.state() == v1::SUCCEEDED || stored.state() == v1::FAILED ||
                             stored.state() == v1::CANCELLED;
       if (finished || after_seq == 0) {
-        v1::JobEvent e;
+        v1::JobEvent& e = out.emplace_back();
         e.set_kind(v1::JobEvent::STATE);
         e.set_seq(after_seq + 1);
         *e.mutable_job() = std::move(stored);
-        return std::vector<v1::JobEvent>{std::move(e)};
       }
-      if (shutdown_ || event_cv_.wait_until(lock, deadline) == std::cv_status::timeout)
-        return std::vector<v1::JobEvent>{};
-      continue;
+    } else {
+      ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
+      for (const auto& e : job->events)
+        if (e.seq() > after_seq) out.push_back(e);
+      if (out.empty() && (after_seq == 0 || job->terminal())) {
+        // A snapshot: the first call of a watch, or a finished job (nothing more will come).
+        v1::JobEvent& e = out.emplace_back();
+        e.set_kind(v1::JobEvent::STATE);
+        e.set_seq(std::max(after_seq, job->next_event_seq - 1));
+        *e.mutable_job() = job->job;
+      }
     }
-    ASSIGN_OR_RETURN(JobEntry * job, GetJobLocked(job_id));
-    std::vector<v1::JobEvent> out;
-    for (const auto& e : job->events)
-      if (e.seq() > after_seq) out.push_back(e);
-    if (out.empty() && (after_seq == 0 || job->terminal())) {
-      // A snapshot: the first call of a watch, or a finished job (nothing more will come).
-      v1::JobEvent e;
-      e.set_kind(v1::JobEvent::STATE);
-      e.set_seq(std::max(after_seq, job->next_event_seq - 1));
-      *e.mutable_job() = job->job;
-      out.push_back(e);
-    }
-    if (!out.empty() || shutdown_) return out;
-    if (event_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return out;
-  }
+    if (!out.empty() || shutdown_ || timed_out || std::chrono::steady_clock::now() >= deadline)
+      return absl::OkStatus();
+    // Nothing yet: parked until an event (PushEventLocked) or the deadline, holding no thread.
+    event_waiters_.Park(deadline, [this, job_id, after_seq, deadline, done](bool timed_out) {
+      RunWaitEvents(job_id, after_seq, deadline, timed_out, done);
+    });
+    parked = true;  // not an answer: the wait's next run gives it
+    return absl::OkStatus();
+  }();
+  if (parked) return;
+  if (!status.ok()) return (*done)(status);
+  (*done)(std::move(out));
 }
 
 void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::string& message,
@@ -361,8 +392,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
     if (!t.baseline_created) return;
     if (!model && !job.BudgetSpent(i)) return;
   }
-  if (model &&
-      (PickModelTask(job) >= 0 || StepRoundsDue(job) || StepDue(job) || StepPending(job)))
+  if (model && (PickModelTask(job) >= 0 || StepRoundsDue(job) || StepDue(job) || StepPending(job)))
     return;
   if (!job.Settled()) return;
   if (finals_.StartLocked(job, batch)) {
@@ -411,9 +441,8 @@ size_t Coordinator::TrialsInMemory() {
 void Coordinator::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
-  work_cv_.notify_all();
-  proposal_cv_.notify_all();
-  event_cv_.notify_all();
+  WakeLeasesLocked();
+  event_waiters_.NotifyAll();
 }
 
 }  // namespace kiln::server

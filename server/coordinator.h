@@ -24,6 +24,7 @@
 #include "server/final_rounds.h"
 #include "server/group_commit.h"
 #include "server/job_state.h"
+#include "server/long_poll.h"
 #include "server/metrics.h"
 #include "server/store/store.h"
 
@@ -33,8 +34,11 @@ struct CoreOptions {
   int lease_ttl_ms = 20000;          // a lease whose worker is silent this long is requeued
   int heartbeat_interval_ms = 2000;  // told to workers at registration
   int max_lease_wait_ms = 30000;     // cap on LeaseTrials long-poll
-  uint64_t seed = 0;                 // ids and default job seeds; 0 = from the clock
-  bool racing = true;                // tuning trials stop timing once surely slower than the best
+  // Threads that run parked long-polls again (LeaseTrials, WaitEvents; server/long_poll.h) and
+  // the callback RPCs' work: they may wait on a store commit or a strategy's proposals.
+  int poll_threads = 8;
+  uint64_t seed = 0;   // ids and default job seeds; 0 = from the clock
+  bool racing = true;  // tuning trials stop timing once surely slower than the best
   // Final rounds (TrialKind FINAL): once a task's budget is spent (a model job's: the job's
   // shared budget, before the composed step), its leading configurations (at most `finalists`,
   // within 1.5x of the fastest) are timed again in turns for `final_rounds` rounds, and the best
@@ -85,6 +89,10 @@ class Coordinator {
   // wait_ms for one; returns at once for a finished job.
   absl::StatusOr<std::vector<v1::JobEvent>> WaitEvents(const std::string& job_id, int64_t after_seq,
                                                        int wait_ms);
+  // The same without a thread waiting: `done` is called once, on this thread or (after a wait)
+  // on one of the poll threads.
+  using EventsDone = std::function<void(absl::StatusOr<std::vector<v1::JobEvent>>)>;
+  void WaitEventsAsync(const std::string& job_id, int64_t after_seq, int wait_ms, EventsDone done);
 
   // WorkerService. `caller` is the name of the credential the request came with (CallerOf: token
   // name or certificate subject; "" for an anonymous caller of a coordinator without auth). A
@@ -96,6 +104,13 @@ class Coordinator {
                                                   const std::string& caller);
   absl::StatusOr<v1::LeaseTrialsResponse> LeaseTrials(const v1::LeaseTrialsRequest& request,
                                                       const std::string& caller);
+  // The same as a long-poll that holds no thread while it waits: `done` is called once, on this
+  // thread or on one of the poll threads.
+  using LeaseDone = std::function<void(absl::StatusOr<v1::LeaseTrialsResponse>)>;
+  void LeaseTrialsAsync(const v1::LeaseTrialsRequest& request, const std::string& caller,
+                        LeaseDone done);
+  // Runs `fn` on a poll thread: the callback RPCs' work, off gRPC's own threads.
+  void Post(std::function<void()> fn) { executor_->Post(std::move(fn)); }
   // Only the worker holding a trial's lease at the reported attempt may report it, with
   // plausible figures; anything else is counted in `refused` and not applied.
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(const v1::ReportResultsRequest& request,
@@ -119,6 +134,23 @@ class Coordinator {
   struct WorkerEntry {
     v1::WorkerInfo info;
   };
+  // A LeaseTrials call between its runs (RunLease): parked while it waits for work.
+  struct LeasePoll {
+    v1::LeaseTrialsRequest request;
+    std::string caller;
+    int max = 1;
+    std::chrono::steady_clock::time_point deadline;
+    std::vector<uint64_t> tickets;    // every write it queued, awaited before it answers
+    std::vector<std::string> demand;  // jobs whose proposal_demand_ it adds to while parked
+    bool answered = false;
+    LeaseDone done;
+  };
+  // One pass of a lease: it answers, or parks itself to run again when woken or timed out.
+  void RunLease(const std::shared_ptr<LeasePoll>& poll, bool timed_out);
+  void RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool timed_out);
+  void RunWaitEvents(const std::string& job_id, int64_t after_seq,
+                     std::chrono::steady_clock::time_point deadline, bool timed_out,
+                     const std::shared_ptr<EventsDone>& done);
 
   uint64_t Entropy();
   JobEntry* FindJobLocked(const std::string& job_id);
@@ -253,18 +285,21 @@ class Coordinator {
   CoordinatorMetrics* metrics_;
   CoreOptions options_;
   std::mutex mu_;
-  std::condition_variable work_cv_;  // new work for LeaseTrials
+  // Runs parked long-polls again; declared before the lists that park on it, and stopped first
+  // (the destructor), which answers every parked call.
+  std::unique_ptr<PollExecutor> executor_;
+  WaitList work_waiters_;  // leases waiting for new work: a report wakes them all
   // Proposals landed (LandProposalsLocked), for the leases that passed their task over while a
-  // lease proposed for it. A report wakes one of them (work_cv_ all the others): a report on a
-  // busy fleet rarely makes a trial for them, and waking them all each time cost dispatch more
-  // than it gave.
-  std::condition_variable proposal_cv_;
+  // lease proposed for it. A report wakes one of them (work_waiters_ all the others): a report
+  // on a busy fleet rarely makes a trial for them, and waking them all each time cost dispatch
+  // more than it gave.
+  WaitList proposal_waiters_;
   // New work of any other kind (a job submitted, leases requeued, final rounds): every lease.
   void WakeLeasesLocked() {
-    work_cv_.notify_all();
-    proposal_cv_.notify_all();
+    work_waiters_.NotifyAll();
+    proposal_waiters_.NotifyAll();
   }
-  std::condition_variable event_cv_;  // new job events for WaitEvents
+  WaitList event_waiters_;  // WaitEvents calls waiting for new job events
   bool shutdown_ = false;
   std::mt19937_64 rng_;
   // Final rounds of the jobs' tasks (NextTrialLocked and MaybeFinishLocked start them,
@@ -283,6 +318,9 @@ class Coordinator {
   bool jobs_outside_memory_ = false;
   std::map<std::string, std::string> trial_job_;  // trial id -> job id
   std::map<std::string, WorkerEntry> workers_;
+  // No lease expires before this (ExpireLeasesLocked scans only once it has come): a lower
+  // bound, lowered by each lease given and reset by each job adopted into memory.
+  int64_t earliest_lease_expiry_ms_ = 0;
   // Jobs taken out of memory after a failed write whose store could not be read either; Tick
   // loads them again.
   std::set<std::string> reload_pending_;

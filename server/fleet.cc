@@ -1,6 +1,7 @@
 // Coordinator core, fleet half: worker registration, heartbeats, lease expiry, recovery after a
 // restart, time budgets and gauges.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -139,12 +140,19 @@ absl::Status Coordinator::ReleaseTrials(const v1::ReleaseTrialsRequest& request,
 
 void Coordinator::ExpireLeasesLocked(WriteBatch& batch) {
   int64_t now = clock_->NowMs();
+  // Every lease pass comes here: the scan of every leased trial runs only once one may be due.
+  if (now < earliest_lease_expiry_ms_) return;
+  earliest_lease_expiry_ms_ = std::numeric_limits<int64_t>::max();
   bool any = false;
   for (auto& [jid, job] : jobs_) {
     if (job->terminal()) continue;
     std::vector<v1::Trial*> expired;
-    for (auto& [seq, t] : job->leased)
-      if (t->lease_expires_unix_ms() <= now) expired.push_back(t);
+    for (auto& [seq, t] : job->leased) {
+      if (t->lease_expires_unix_ms() <= now)
+        expired.push_back(t);
+      else
+        earliest_lease_expiry_ms_ = std::min(earliest_lease_expiry_ms_, t->lease_expires_unix_ms());
+    }
     for (v1::Trial* t : expired) {
       job->Requeue(*t);
       batch.trials.push_back(*t);

@@ -92,6 +92,7 @@ void Coordinator::AdoptJobLocked(std::unique_ptr<JobEntry> entry) {
   for (const auto& [id, t] : entry->trials) trial_job_[id] = entry->job.id();
   const std::string id = entry->job.id();
   jobs_[id] = std::move(entry);
+  earliest_lease_expiry_ms_ = 0;  // its leases are not counted in the bound yet
 }
 
 void Coordinator::DropJobLocked(const std::string& job_id) {

@@ -1,5 +1,8 @@
 #include "server/services.h"
 
+#include <deque>
+#include <functional>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -28,7 +31,7 @@ grpc::Status Handle(const char* method, Fn&& body) {
 // with CallerOf(*ctx) answering who called. Every RPC of both services goes through here; the
 // health and reflection services do not (they answer without a token).
 template <typename Fn>
-grpc::Status Serve(grpc::ServerContext* ctx, const Coordinator* core, const Authenticator* auth,
+grpc::Status Serve(grpc::ServerContextBase* ctx, const Coordinator* core, const Authenticator* auth,
                    CoordinatorMetrics* metrics, Access access, const char* method, Fn&& body) {
   // A standby (server/coordinator_server.h): UNAVAILABLE, which clients with several
   // --coordinator addresses take as "try the next one".
@@ -63,8 +66,11 @@ absl::Status Assign(absl::StatusOr<T> v, U* out) {
 
 absl::Status TuningServiceImpl::CheckOwner(grpc::ServerContext* ctx, const std::string& job_id) {
   if (!auth_ || !ctx) return absl::OkStatus();
-  Caller caller = CallerOf(*ctx);
-  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  return CheckOwnerOf(CallerOf(*ctx), job_id);
+}
+
+absl::Status TuningServiceImpl::CheckOwnerOf(const Caller& caller, const std::string& job_id) {
+  if (!auth_ || caller.role == Role::kAdmin) return absl::OkStatus();
   auto job = reads()->GetJob(job_id);
   if (!job.ok()) return job.status();
   if (MayUseJob(caller, job->spec().owner())) return absl::OkStatus();
@@ -141,29 +147,98 @@ void TuningServiceImpl::LeaveWatch(const std::string& caller) {
   if (--watchers_[caller] <= 0) watchers_.erase(caller);
 }
 
-grpc::Status TuningServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
-                                         grpc::ServerWriter<v1::JobEvent>* writer) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kTuning, "WatchJob", [&]() -> absl::Status {
-    RETURN_IF_ERROR(CheckOwner(ctx, req->job_id()));
-    const std::string caller = CallerOf(*ctx).name;
-    RETURN_IF_ERROR(EnterWatch(caller));
-    absl::Cleanup leave = [&] { LeaveWatch(caller); };
-    int64_t seq = 0;
-    while (!ctx->IsCancelled() && !stopping_) {
-      auto events = core()->WaitEvents(req->job_id(), seq, 1000);
-      if (!events.ok()) return events.status();
-      for (const auto& e : *events) {
-        seq = std::max(seq, e.seq());
-        if (!writer->Write(e)) return absl::OkStatus();  // the client went away
-      }
-      if (!events->empty()) {
-        auto state = events->back().job().state();
-        if (state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED)
-          return absl::OkStatus();
-      }
+namespace {
+
+// One WatchJob stream: events are read by a long-poll that holds no thread while it waits
+// (Coordinator::WaitEventsAsync) and written one at a time; poll, write and the next poll follow
+// each other, so only cancellation comes from elsewhere.
+class WatchJobReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  WatchJobReactor(Coordinator* core, std::string job_id, std::function<bool()> stopping,
+                  std::function<void()> on_done)
+      : core_(core),
+        job_id_(std::move(job_id)),
+        stopping_(std::move(stopping)),
+        on_done_(std::move(on_done)) {}
+
+  // On a poll thread (it may read the store): a second at most, so that a cancelled or stopping
+  // stream ends within one.
+  void Poll() {
+    core_->Post([this] {
+      core_->WaitEventsAsync(job_id_, seq_, 1000, [this](auto events) { Take(std::move(events)); });
+    });
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status::OK);  // the client went away
+    pending_.pop_front();
+    Next();
+  }
+  void OnCancel() override { cancelled_ = true; }
+  void OnDone() override {
+    on_done_();
+    delete this;
+  }
+
+ private:
+  void Take(absl::StatusOr<std::vector<v1::JobEvent>> events) {
+    if (!events.ok()) return Finish(ToGrpc(events.status()));
+    for (v1::JobEvent& e : *events) {
+      seq_ = std::max(seq_, e.seq());
+      const v1::JobState state = e.job().state();
+      finished_ = state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+      pending_.push_back(std::move(e));
     }
-    return stopping_ ? absl::UnavailableError("coordinator is shutting down") : absl::OkStatus();
+    Next();
+  }
+  void Next() {
+    if (!pending_.empty()) return StartWrite(&pending_.front());
+    if (finished_ || cancelled_) return Finish(grpc::Status::OK);
+    if (stopping_()) return Finish(ToGrpc(absl::UnavailableError("coordinator is shutting down")));
+    Poll();
+  }
+
+  Coordinator* core_;
+  const std::string job_id_;
+  std::function<bool()> stopping_;
+  std::function<void()> on_done_;
+  int64_t seq_ = 0;
+  bool finished_ = false;
+  std::atomic<bool> cancelled_{false};
+  std::deque<v1::JobEvent> pending_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
+    grpc::CallbackServerContext* ctx, const v1::WatchJobRequest* req) {
+  Coordinator* core = this->core();
+  Caller caller;
+  grpc::Status allowed = Serve(ctx, core, auth_, metrics_, Access::kTuning, "WatchJob", [&] {
+    caller = CallerOf(*ctx);
+    return absl::OkStatus();
   });
+  auto refuse = [](const grpc::Status& why) {
+    struct Refused final : grpc::ServerWriteReactor<v1::JobEvent> {
+      void OnDone() override { delete this; }
+    };
+    auto* r = new Refused();
+    r->Finish(why);
+    return r;
+  };
+  if (!allowed.ok()) return refuse(allowed);
+  // The owner check may read the store: on a poll thread, not on gRPC's.
+  const std::string job_id = req->job_id();
+  absl::Status entered = EnterWatch(caller.name);
+  if (!entered.ok()) return refuse(ToGrpc(entered));
+  auto* reactor = new WatchJobReactor(
+      core, job_id, [this] { return stopping_.load(); },
+      [this, name = caller.name] { LeaveWatch(name); });
+  core->Post([this, reactor, caller, job_id] {
+    absl::Status owner = CheckOwnerOf(caller, job_id);
+    if (!owner.ok()) return reactor->Finish(ToGrpc(owner));
+    reactor->Poll();
+  });
+  return reactor;
 }
 
 grpc::Status TuningServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
@@ -219,7 +294,7 @@ grpc::Status TuningServiceImpl::ExportKernels(grpc::ServerContext* ctx,
 }
 
 // The credential a WorkerService call came with: worker ids belong to it ("" anonymous).
-static std::string WorkerCaller(const grpc::ServerContext* ctx) {
+static std::string WorkerCaller(const grpc::ServerContextBase* ctx) {
   return ctx ? CallerOf(*ctx).name : "";
 }
 
@@ -235,11 +310,32 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::He
                [&] { return Assign(core()->Heartbeat(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::Status WorkerServiceImpl::LeaseTrials(grpc::ServerContext* ctx,
-                                            const v1::LeaseTrialsRequest* req,
-                                            v1::LeaseTrialsResponse* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "LeaseTrials",
-               [&] { return Assign(core()->LeaseTrials(*req, WorkerCaller(ctx)), resp); });
+grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrials(grpc::CallbackServerContext* ctx,
+                                                         const v1::LeaseTrialsRequest* req,
+                                                         v1::LeaseTrialsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Coordinator* core = this->core();
+  std::string caller;
+  // The credentials are checked on gRPC's thread (no I/O); the lease runs on the coordinator's
+  // poll threads and, while it waits for work, is parked there holding no thread.
+  grpc::Status allowed =
+      Serve(ctx, core, auth_, metrics_, Access::kWorkerService, "LeaseTrials", [&] {
+        caller = WorkerCaller(ctx);
+        return absl::OkStatus();
+      });
+  if (!allowed.ok()) {
+    reactor->Finish(allowed);
+    return reactor;
+  }
+  core->Post([core, req, resp, reactor, caller = std::move(caller)] {
+    core->LeaseTrialsAsync(*req, caller,
+                           [resp, reactor](absl::StatusOr<v1::LeaseTrialsResponse> leased) {
+                             if (!leased.ok()) return reactor->Finish(ToGrpc(leased.status()));
+                             resp->Swap(&*leased);
+                             reactor->Finish(grpc::Status::OK);
+                           });
+  });
+  return reactor;
 }
 
 grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext* ctx,

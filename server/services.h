@@ -14,7 +14,9 @@
 
 namespace kiln::server {
 
-class TuningServiceImpl final : public v1::TuningService::Service {
+// WatchJob is served with gRPC's callback API: a stream waiting for events holds no thread.
+class TuningServiceImpl final
+    : public v1::TuningService::WithCallbackMethod_WatchJob<v1::TuningService::Service> {
  public:
   // `auth` null: no credentials checked (every caller is an anonymous admin).
   // `core` null: a standby, every call UNAVAILABLE until Activate.
@@ -26,7 +28,7 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   // GetResults and LookupBest answer from it; every other call is UNAVAILABLE.
   void SetReader(Coordinator* reader) { reader_ = reader; }
   void Stop() { stopping_ = true; }
-  // Caps open WatchJob streams, each of which holds a server thread: per caller name
+  // Caps open WatchJob streams (each holds its job's events while it writes): per caller name
   // (anonymous callers share "") and in all.
   void SetWatchLimits(int per_caller, int total);
 
@@ -35,8 +37,8 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
                         v1::ListJobsResponse*) override;
-  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*,
-                        grpc::ServerWriter<v1::JobEvent>*) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext*,
+                                                   const v1::WatchJobRequest*) override;
   grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*,
                          v1::CancelJobResponse*) override;
   grpc::Status GetResults(grpc::ServerContext*, const v1::GetResultsRequest*,
@@ -51,6 +53,7 @@ class TuningServiceImpl final : public v1::TuningService::Service {
  private:
   // OK when the caller may use job `job_id` (its own, or any for admin); counts refusals.
   absl::Status CheckOwner(grpc::ServerContext* ctx, const std::string& job_id);
+  absl::Status CheckOwnerOf(const Caller& caller, const std::string& job_id);
 
   Coordinator* core() const { return core_.load(); }
   // What reads are served from: the core, else a standby's reader (null: neither).
@@ -73,7 +76,9 @@ class TuningServiceImpl final : public v1::TuningService::Service {
   int max_watch_total_ = 256;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+// LeaseTrials is served with gRPC's callback API: a long-poll waiting for work holds no thread.
+class WorkerServiceImpl final
+    : public v1::WorkerService::WithCallbackMethod_LeaseTrials<v1::WorkerService::Service> {
  public:
   WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
                     const Authenticator* auth = nullptr)
@@ -84,8 +89,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                         v1::RegisterResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse*) override;
-  grpc::Status LeaseTrials(grpc::ServerContext*, const v1::LeaseTrialsRequest*,
-                           v1::LeaseTrialsResponse*) override;
+  grpc::ServerUnaryReactor* LeaseTrials(grpc::CallbackServerContext*, const v1::LeaseTrialsRequest*,
+                                        v1::LeaseTrialsResponse*) override;
   grpc::Status ReportResults(grpc::ServerContext*, const v1::ReportResultsRequest*,
                              v1::ReportResultsResponse*) override;
   grpc::Status ReleaseTrials(grpc::ServerContext*, const v1::ReleaseTrialsRequest*,

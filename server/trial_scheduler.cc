@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -391,31 +393,77 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
 
 absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     const v1::LeaseTrialsRequest& request, const std::string& caller) {
-  RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
-  if (request.max_trials() < 0 || request.max_trials() > 64)
-    return absl::InvalidArgumentError("max_trials: must be in 1..64");
-  if (request.wait_ms() < 0) return absl::InvalidArgumentError("wait_ms: must be >= 0");
-  int max = std::max(1, request.max_trials());
-  auto deadline =
+  auto answered = std::make_shared<std::promise<absl::StatusOr<v1::LeaseTrialsResponse>>>();
+  std::future<absl::StatusOr<v1::LeaseTrialsResponse>> answer = answered->get_future();
+  LeaseTrialsAsync(request, caller, [answered](absl::StatusOr<v1::LeaseTrialsResponse> r) {
+    answered->set_value(std::move(r));
+  });
+  return answer.get();
+}
+
+void Coordinator::LeaseTrialsAsync(const v1::LeaseTrialsRequest& request, const std::string& caller,
+                                   LeaseDone done) {
+  absl::Status valid = ValidateWorkerId(request.worker_id());
+  if (valid.ok() && (request.max_trials() < 0 || request.max_trials() > 64))
+    valid = absl::InvalidArgumentError("max_trials: must be in 1..64");
+  if (valid.ok() && request.wait_ms() < 0)
+    valid = absl::InvalidArgumentError("wait_ms: must be >= 0");
+  if (!valid.ok()) return done(valid);
+  auto poll = std::make_shared<LeasePoll>();
+  poll->request = request;
+  poll->caller = caller;
+  poll->max = std::max(1, request.max_trials());
+  poll->deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(std::min(request.wait_ms(), options_.max_lease_wait_ms));
+  poll->done = std::move(done);
+  RunLease(poll, false);
+}
+
+void Coordinator::RunLease(const std::shared_ptr<LeasePoll>& poll, bool timed_out) {
+  try {
+    RunLeaseOnce(poll, timed_out);
+  } catch (const std::exception& e) {  // answered all the same: a call left open is never freed
+    if (!poll->answered) {
+      poll->answered = true;
+      poll->done(absl::InternalError(std::string("LeaseTrials: ") + e.what()));
+    }
+  }
+}
+
+void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool timed_out) {
+  const v1::LeaseTrialsRequest& request = poll->request;
+  const int max = poll->max;
   std::unique_lock<std::mutex> lock(mu_);
+  // Back from a wait for proposals: what it asked for no longer counts into their batch size.
+  for (const std::string& id : poll->demand)
+    if ((proposal_demand_[id] -= max) <= 0) proposal_demand_.erase(id);
+  poll->demand.clear();
   v1::LeaseTrialsResponse out;
-  std::vector<uint64_t> tickets;  // every write this lease queued, awaited before it answers
-  auto answer = [&]() -> absl::StatusOr<v1::LeaseTrialsResponse> {
+  auto finish = [&](absl::StatusOr<v1::LeaseTrialsResponse> result) {
+    if (lock.owns_lock()) lock.unlock();
+    poll->answered = true;
+    poll->done(std::move(result));
+  };
+  auto answer = [&] {
     std::vector<ProposeRequest> finished = std::move(finished_observations_);
     finished_observations_.clear();
     lock.unlock();
     TellFinishedUnlocked(std::move(finished));
-    for (uint64_t ticket : tickets) RETURN_IF_ERROR(AwaitWrite(ticket));
-    return out;
+    // Every write this lease queued, awaited before it answers.
+    for (uint64_t ticket : poll->tickets) {
+      absl::Status stored = AwaitWrite(ticket);
+      if (!stored.ok()) return finish(stored);
+    }
+    finish(std::move(out));
   };
+  if (timed_out) return answer();
   WriteBatch bound;  // jobs this lease bound: written with its next round's changes
   while (true) {
-    absl::StatusOr<WorkerEntry*> entry = OwnWorkerLocked(request.worker_id(), caller);
+    absl::StatusOr<WorkerEntry*> entry = OwnWorkerLocked(request.worker_id(), poll->caller);
     if (!entry.ok()) {  // forgotten while it bound a job: the binding is stored all the same
       if (!bound.empty()) QueueWriteLocked(std::move(bound)).IgnoreError();
-      return entry.status();
+      return finish(entry.status());
     }
     v1::WorkerInfo& worker = (*entry)->info;
     worker.set_last_heartbeat_unix_ms(clock_->NowMs());
@@ -456,6 +504,7 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         job->SetState(*t, v1::LEASED);
         t->set_worker_id(worker.id());
         t->set_lease_expires_unix_ms(clock_->NowMs() + options_.lease_ttl_ms);
+        earliest_lease_expiry_ms_ = std::min(earliest_lease_expiry_ms_, t->lease_expires_unix_ms());
         if (t->kind() == v1::TUNE && options_.racing) {  // race against the task's best so far
           // With no best yet, any result is one (+infinity): the trial is timed briefly, and its
           // re-measurement, as for every new best, in full.
@@ -492,9 +541,9 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
         task.unseen.insert(task.unseen.begin(), r.unseen.begin(), r.unseen.end());
         task.unexcluded.insert(task.unexcluded.begin(), r.unexcluded.begin(), r.unexcluded.end());
       }
-      return ticket.status();
+      return finish(ticket.status());
     }
-    tickets.push_back(*ticket);
+    poll->tickets.push_back(*ticket);
     if (changed) UpdateGaugesLocked();
     if (!requests.empty() || !binds.empty()) {
       // Jobs to bind and tasks whose proposals ran out: this lease builds the strategies and
@@ -514,22 +563,24 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
       // at once has dozens find nothing on a busy fleet. A batch dropped or empty wakes all.
       if (!requests.empty()) {
         if (LandProposalsLocked(requests))
-          proposal_cv_.notify_one();
+          proposal_waiters_.NotifyOne();
         else
-          proposal_cv_.notify_all();
+          proposal_waiters_.NotifyAll();
       }
       if (!shutdown_ && out.trials_size() < max) continue;
       if (!bound.empty()) {
-        ASSIGN_OR_RETURN(uint64_t bound_ticket, QueueWriteLocked(std::move(bound)));
-        tickets.push_back(bound_ticket);
+        absl::StatusOr<uint64_t> bound_ticket = QueueWriteLocked(std::move(bound));
+        if (!bound_ticket.ok()) return finish(bound_ticket.status());
+        poll->tickets.push_back(*bound_ticket);
       }
       more_ready = false;  // `order` may be stale now; the wake above stands for it
     }
     if (out.trials_size() > 0 || shutdown_) {
-      if (more_ready) proposal_cv_.notify_one();
+      if (more_ready) proposal_waiters_.NotifyOne();
       return answer();
     }
-    // The leases are answered once stored; an empty answer tells nothing, so a poll waits on.
+    // The leases are answered once stored; an empty answer tells nothing, so a poll waits on,
+    // parked (long_poll.h): it holds no thread, and runs again when woken or at its deadline.
     // One that passed over a task being proposed for (or a job being bound) waits for proposals
     // to land, not for every report: on a busy fleet each report would wake every such poll only
     // to find the task still proposing (new work that comes meanwhile waits at most one Propose).
@@ -539,15 +590,12 @@ absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
           std::any_of(job->tasks.begin(), job->tasks.end(),
                       [](const TaskState& t) { return t.AwaitingProposals(); }))
         passed_over.push_back(job->job.id());
-    if (passed_over.empty()) {
-      if (work_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return answer();
-      continue;
-    }
+    if (std::chrono::steady_clock::now() >= poll->deadline) return answer();
+    auto resume = [this, poll](bool timed_out) { RunLease(poll, timed_out); };
+    if (passed_over.empty()) return work_waiters_.Park(poll->deadline, std::move(resume));
     for (const std::string& id : passed_over) proposal_demand_[id] += max;
-    const bool timeout = proposal_cv_.wait_until(lock, deadline) == std::cv_status::timeout;
-    for (const std::string& id : passed_over)
-      if ((proposal_demand_[id] -= max) <= 0) proposal_demand_.erase(id);
-    if (timeout) return answer();
+    poll->demand = std::move(passed_over);  // taken back when it runs again
+    return proposal_waiters_.Park(poll->deadline, std::move(resume));
   }
 }
 
@@ -822,10 +870,10 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   // worker's retry or the lease's expiry answers it later.
   ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
   UpdateGaugesLocked();
-  work_cv_.notify_all();
+  work_waiters_.NotifyAll();
   // One lease waiting for proposals, too: a task whose budget this spent proposes no more, and
   // the leases waiting for it go on to wait for other work, one by one.
-  proposal_cv_.notify_one();
+  proposal_waiters_.NotifyOne();
   std::vector<ProposeRequest> finished = std::move(finished_observations_);
   finished_observations_.clear();
   lock.unlock();
