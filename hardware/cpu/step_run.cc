@@ -77,8 +77,7 @@ absl::Status StepState::Prepare(const std::function<const StepKernel*(const v1::
     linear_[key] = t;
     if (bf16) {  // the fp32-weights variant's copy: the same [N,K] values, widened
       float* f = Floats(N * K);
-      const uint16_t* h = static_cast<const uint16_t*>(t);
-      for (size_t i = 0; i < N * K; ++i) f[i] = Bf16ToFloat(h[i]);
+      WidenBf16(static_cast<const uint16_t*>(t), N * K, f);
       linear_fp32_[key] = f;
     }
   };
@@ -200,8 +199,7 @@ absl::Status StepState::OnednnGemm(const codegen::StepOp& op, const std::vector<
       mm->Pack(DequantizeWeights(static_cast<const uint8_t*>(args[1]), K, N).data(), l.packed);
     } else if (widen) {  // bf16 [K,N] widened to fp32 once, as a model loaded in fp32 holds it
       std::vector<float> f(static_cast<size_t>(K) * N);
-      const uint16_t* h = static_cast<const uint16_t*>(args[1]);
-      for (size_t i = 0; i < f.size(); ++i) f[i] = Bf16ToFloat(h[i]);
+      WidenBf16(static_cast<const uint16_t*>(args[1]), f.size(), f.data());
       mm->Pack(f.data(), l.packed);
     } else {
       mm->Pack(args[1], l.packed);

@@ -26,6 +26,10 @@ float Bf16ToFloat(uint16_t b) {
   return f;
 }
 
+void WidenBf16(const uint16_t* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
 void ReferenceGemmEpilogue(int M, int N, int K, const float* A, const float* b32,
                            const uint16_t* b16, const float* bias, const float* R,
                            const std::string& epilogue, double* out, double* mag) {

@@ -3,6 +3,7 @@
 // scan, causal depthwise conv1d. Layouts are the kernels' (see docs/models.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -11,6 +12,8 @@ namespace kiln::hardware {
 // bf16 <-> fp32: the top 16 bits of an fp32, rounded to nearest even.
 uint16_t FloatToBf16(float f);
 float Bf16ToFloat(uint16_t b);
+// out[i] = Bf16ToFloat(in[i]) for n values: bf16 weights as a model loaded in fp32 holds them.
+void WidenBf16(const uint16_t* in, size_t n, float* out);
 
 // C[M,N] = epilogue(A[M,K] * B[K,N]); B is fp32 (b32) or bf16 (b16, when b32 is null).
 // epilogue: "", "bias" (+bias[N]), "silu", "gelu" (tanh form), "residual" (+R[M,N]).

@@ -32,10 +32,9 @@ absl::Status NoBf16Matmul(const char* library) {
 }
 
 // bf16 [K,N] weights (dims {M,N,K}) widened to fp32, as a model loaded in fp32 holds them.
-std::shared_ptr<const void> WidenBf16(const long long* d, const void* src) {
+std::shared_ptr<const void> WidenedBf16Weights(const long long* d, const void* src) {
   auto wd = std::make_shared<std::vector<float>>(static_cast<size_t>(d[1]) * d[2]);
-  const uint16_t* h = static_cast<const uint16_t*>(src);
-  for (size_t i = 0; i < wd->size(); ++i) (*wd)[i] = Bf16ToFloat(h[i]);
+  WidenBf16(static_cast<const uint16_t*>(src), wd->size(), wd->data());
   return std::shared_ptr<const void>(wd, wd->data());
 }
 
@@ -129,7 +128,7 @@ void AddTorchLinear(std::vector<Route>& routes, v1::Workload w, const std::vecto
         dequantized = DequantizeWeights(static_cast<const uint8_t*>(src), K, N);
         src = dequantized.data();
       } else if (widen) {
-        widened = WidenBf16(d, src);
+        widened = WidenedBf16Weights(d, src);
         src = widened.get();
       }
       auto* in = static_cast<const char*>(src);
@@ -192,7 +191,7 @@ std::vector<Route> Bf16GemmRoutes(const v1::Workload& w, const std::vector<int>&
   // matmuls are slow or missing (oneDNN's bf16 needs AVX-512).
   if (w.epilogue().empty())
     routes.push_back(
-        OnednnOpRoute("onednn-packed-fp32-weights", M, N, K, false, counts, WidenBf16));
+        OnednnOpRoute("onednn-packed-fp32-weights", M, N, K, false, counts, WidenedBf16Weights));
   AddTorchLinear(routes, w, counts, /*widen=*/true);
   return routes;
 }
