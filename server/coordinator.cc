@@ -196,7 +196,7 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   RETURN_IF_ERROR(WriteLocked(batch));  // nothing is kept in memory unless it was stored
   PushEventLocked(*entry, v1::JobEvent::STATE);
   jobs_[id] = std::move(entry);
-  UpdateGaugesLocked();
+  UpdateJobGaugesLocked();
   WakeLeasesLocked();
   return id;
 }
@@ -381,7 +381,7 @@ void Coordinator::FinishLocked(JobEntry& job, v1::JobState state, const std::str
   for (const std::string& id : job.DropPending()) trial_job_.erase(id);
   batch.jobs.push_back(job.job);
   PushEventLocked(job, v1::JobEvent::STATE);
-  UpdateGaugesLocked();
+  UpdateJobGaugesLocked();
 }
 
 void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {

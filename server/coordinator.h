@@ -237,6 +237,10 @@ class Coordinator {
   static constexpr size_t kFinishedJobEvents = 8;
   void PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int task = -1,
                        const v1::Measurement* best = nullptr);
+  // The job and queue gauges (every lease and report that changed something), and with them the
+  // worker gauges (registrations, departures and each Tick: a loop over every worker, which a
+  // lease or report does not change).
+  void UpdateJobGaugesLocked();
   void UpdateGaugesLocked();
   bool WorkerAliveLocked(const v1::WorkerInfo& w) const;
   // Job.waiting for `job` given the live workers: why nothing can run it now, or "" when a live

@@ -306,7 +306,7 @@ std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
   return out;
 }
 
-void Coordinator::UpdateGaugesLocked() {
+void Coordinator::UpdateJobGaugesLocked() {
   if (!metrics_) return;
   std::map<std::string, double> jobs_by_state;
   for (int s = v1::QUEUED; s <= v1::CANCELLED; ++s)
@@ -328,6 +328,11 @@ void Coordinator::UpdateGaugesLocked() {
   }
   for (const auto& [state, n] : jobs_by_state) metrics_->SetJobs(state, n);
   for (const auto& [label, n] : queue) metrics_->SetQueueDepth(label, n);
+}
+
+void Coordinator::UpdateGaugesLocked() {
+  if (!metrics_) return;
+  UpdateJobGaugesLocked();
   std::map<std::pair<std::string, std::string>, double> workers;
   // A chip type whose last worker deregistered (or was purged) reads 0, not its last count.
   for (const std::string& type : worker_gauge_types_) {

@@ -544,7 +544,7 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
       return finish(ticket.status());
     }
     poll->tickets.push_back(*ticket);
-    if (changed) UpdateGaugesLocked();
+    if (changed) UpdateJobGaugesLocked();
     if (!requests.empty() || !binds.empty()) {
       // Jobs to bind and tasks whose proposals ran out: this lease builds the strategies and
       // makes the proposals with the mutex released (a slow strategy holds up no other job's
@@ -555,7 +555,7 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
       ProposeUnlocked(requests);
       lock.lock();
       if (!binds.empty()) {
-        if (BindLandedLocked(binds, bound)) UpdateGaugesLocked();
+        if (BindLandedLocked(binds, bound)) UpdateJobGaugesLocked();
         WakeLeasesLocked();  // those that passed the jobs over: new work, or a job failed
       }
       // The leases that passed these tasks over are woken one at a time, each waking the next
@@ -869,7 +869,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   // (RecoverFailedWritesLocked): no count, best or budget moves, the trial stays leased, and the
   // worker's retry or the lease's expiry answers it later.
   ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
-  UpdateGaugesLocked();
+  UpdateJobGaugesLocked();
   work_waiters_.NotifyAll();
   // One lease waiting for proposals, too: a task whose budget this spent proposes no more, and
   // the leases waiting for it go on to wait for other work, one by one.
