@@ -30,7 +30,7 @@ struct CoordinatorOptions {
   int64_t worker_purge_after_ms = 3600 * 1000;
   int64_t job_retention_ms = int64_t{7} * 24 * 3600 * 1000;
   // Open WatchJob streams: at most this many per caller name (anonymous callers share one
-  // name) and in all; past either, RESOURCE_EXHAUSTED. Each holds a server thread.
+  // name) and in all; past either, RESOURCE_EXHAUSTED. Each holds its job's pending events.
   int max_watch_streams_per_caller = 64;
   int max_watch_streams = 256;
 };
