@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
@@ -298,12 +297,8 @@ void Coordinator::PushEventLocked(JobEntry& job, v1::JobEvent::Kind kind, int ta
 
 absl::StatusOr<std::vector<v1::JobEvent>> Coordinator::WaitEvents(const std::string& job_id,
                                                                   int64_t after_seq, int wait_ms) {
-  using Result = absl::StatusOr<std::vector<v1::JobEvent>>;
-  auto answered = std::make_shared<std::promise<Result>>();
-  std::future<Result> answer = answered->get_future();
-  WaitEventsAsync(job_id, after_seq, wait_ms,
-                  [answered](Result r) { answered->set_value(std::move(r)); });
-  return answer.get();
+  return AwaitAnswer<absl::StatusOr<std::vector<v1::JobEvent>>>(
+      [&](EventsDone done) { WaitEventsAsync(job_id, after_seq, wait_ms, std::move(done)); });
 }
 
 void Coordinator::WaitEventsAsync(const std::string& job_id, int64_t after_seq, int wait_ms,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -21,6 +22,16 @@
 #include <vector>
 
 namespace kiln::server {
+
+// Calls `start(done)` and waits for the one answer it gives `done`, on whatever thread: the
+// blocking form of an asynchronous call (Coordinator::LeaseTrials, WaitEvents).
+template <typename T, typename Start>
+T AwaitAnswer(Start&& start) {
+  auto answered = std::make_shared<std::promise<T>>();
+  std::future<T> answer = answered->get_future();
+  start([answered](T r) { answered->set_value(std::move(r)); });
+  return answer.get();
+}
 
 // A few threads that run continuations (which may block briefly: a store commit awaited, a
 // strategy's proposals) and a timer for deadlines. Destroying it runs every timer still pending

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <future>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -393,12 +392,8 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
 
 absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     const v1::LeaseTrialsRequest& request, const std::string& caller) {
-  auto answered = std::make_shared<std::promise<absl::StatusOr<v1::LeaseTrialsResponse>>>();
-  std::future<absl::StatusOr<v1::LeaseTrialsResponse>> answer = answered->get_future();
-  LeaseTrialsAsync(request, caller, [answered](absl::StatusOr<v1::LeaseTrialsResponse> r) {
-    answered->set_value(std::move(r));
-  });
-  return answer.get();
+  return AwaitAnswer<absl::StatusOr<v1::LeaseTrialsResponse>>(
+      [&](LeaseDone done) { LeaseTrialsAsync(request, caller, std::move(done)); });
 }
 
 void Coordinator::LeaseTrialsAsync(const v1::LeaseTrialsRequest& request, const std::string& caller,
