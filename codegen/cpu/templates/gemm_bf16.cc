@@ -241,12 +241,14 @@ void Micro(long np, const APair* a, const uint32_t* b, float* acc, bool first, b
       for (int v = 0; v < kV8; ++v) _mm256_store_ps(acc + r * NR + v * 8, c[r][v]);
     return;
   }
-  float t[NR] __attribute__((aligned(32)));
-  for (int r = 0; r < mr; ++r) {
+  // Stored with constant indices first: a register array indexed by the run-time row count
+  // would make the compiler keep the whole tile in memory, storing it on every k pair.
+  float t[MR * NR] __attribute__((aligned(32)));
+#pragma GCC unroll 28
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kV8; ++v) _mm256_store_ps(t + v * 8, c[r][v]);
-    EpiRow(t, nc, i + r, j, N, bias, R, C + (i + r) * N + j);
-  }
+    for (int v = 0; v < kV8; ++v) _mm256_store_ps(t + r * NR + v * 8, c[r][v]);
+  for (int r = 0; r < mr; ++r) EpiRow(t + r * NR, nc, i + r, j, N, bias, R, C + (i + r) * N + j);
 #else
   float local[MR * NR];
   if (!acc) acc = local;  // one slice: no buffer kept between slices
