@@ -185,8 +185,16 @@ double ComputePeak(const v1::Workload& w, const v1::ChipFingerprint& chip) {
     const bool dot = isa.empty() || std::find(isa.begin(), isa.end(), "avx512_bf16") != isa.end();
     return dot ? 2 * fp32 : fp32;
   }
-  if (codegen::IsQuantized(w.dtype()))
-    return std::max(fp32, chip.peak_int8_gops() > 0 ? chip.peak_int8_gops() : 4 * fp32);
+  if (codegen::IsQuantized(w.dtype())) {
+    if (chip.peak_int8_gops() > 0) return std::max(fp32, chip.peak_int8_gops());
+    // No int8 figure: a fingerprint from before the probe measured AVX2's integer products
+    // (their multiple of the FMA peak: 4 with VNNI dot products, 2 with AVX2's), or a CPU
+    // without integer vectors, whose kernels run portable loops (the FMA peak).
+    const auto& isa = chip.isa_features();
+    auto has = [&](const char* f) { return std::find(isa.begin(), isa.end(), f) != isa.end(); };
+    if (isa.empty() || has("avx512_vnni") || has("avx_vnni")) return 4 * fp32;
+    return has("avx2") ? 2 * fp32 : fp32;
+  }
   return fp32;
 }
 

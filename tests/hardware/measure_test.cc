@@ -61,6 +61,27 @@ TEST(ComputePeakTest, Bf16RoofFollowsTheInstructions) {
   EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
 }
 
+// The roof an int8/int4 GEMM is held to: the probe's int8 peak (on AVX2 it times vpmaddubsw
+// chains); without one, 4x the FMA peak with VNNI, 2x with AVX2 alone, the FMA peak otherwise.
+TEST(ComputePeakTest, Int8RoofFollowsTheInstructions) {
+  v1::Workload w = *codegen::ParseWorkload("gemm", "M=512,N=64,K=64", "int8");
+  v1::ChipFingerprint chip;
+  chip.set_peak_gflops(100);
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 400);  // a fingerprint without its ISA: generous
+  chip.add_isa_features("sse4_2");
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
+  chip.add_isa_features("avx2");
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 200);
+  chip.add_isa_features("avx512_vnni");
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 400);
+  chip.set_peak_int8_gops(150);
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 150);
+  chip.set_peak_int8_gops(80);  // never below the FMA peak
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
+  w.set_dtype(v1::INT4);
+  EXPECT_DOUBLE_EQ(ComputePeak(w, chip), 100);
+}
+
 TEST(TimeRepeatedTest, StableRunsStopAtMinSamples) {
   MeasureOptions opts;
   opts.warmup = 1;

@@ -1,5 +1,6 @@
 // Kiln CPU probe: measures peak fp32 FMA throughput, the bf16 and int8 dot products' peaks where
-// the ISA has them, and read bandwidth on all cores.
+// the ISA has them (int8 on AVX2: the multiply-add sequence its kernels use), and read bandwidth
+// on all cores.
 //
 // Built by the CPU backend through its normal compile path (-O3 -march=native -fopenmp) and
 // run as a child process, so a fault here cannot take the worker down. Usage:
@@ -17,6 +18,7 @@
 #define VW 16
 #define ACCUMULATORS 24  // of 32 vector registers: covers 2 FMA pipes x 4+ cycles latency
 #elif defined(__AVX__)
+#include <immintrin.h>
 #define VW 8
 #define ACCUMULATORS 12  // of 16
 #else
@@ -83,6 +85,33 @@ static double DotRate(DotKind kind, double seconds, float* sink) {
     t0 = t1;
   }
   for (int j = 0; j < ACCUMULATORS; ++j) *sink += f[j][0] + (float)_mm512_cvtsi512_si32(n[j]);
+  return best;
+#elif defined(__AVX2__)
+  // No dot-product instructions: int8 products as AVX2 kernels sum them (vpmaddubsw: 32 u8 x s8
+  // products summed in pairs to int16; vpmaddwd by ones: pairs of those to int32; vpaddd), 64 OP
+  // a step. There is no bf16 counterpart (bf16 is widened to fp32 and runs on the FMAs).
+  // Each step multiplies its chain's own sum (as the s8 operand): with constant operands the
+  // compiler folds the products away and times the additions alone.
+  if (kind == kBf16) return 0;
+  enum { kChains = 8 };  // independent chains: more spill (2 constants and the temps need the rest)
+  __m256i n[kChains];
+  for (int j = 0; j < kChains; ++j) n[j] = _mm256_set1_epi32(j);
+  const __m256i u = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+  const long window = 1 << 16;
+  double best = 0;
+  const double start = Now();
+  for (double t0 = start; t0 - start < seconds;) {
+    for (long i = 0; i < window; ++i) {
+#pragma GCC unroll 16
+      for (int j = 0; j < kChains; ++j)
+        n[j] = _mm256_add_epi32(n[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, n[j]), ones));
+    }
+    const double t1 = Now();
+    const double rate = 64.0 * kChains * window / (t1 - t0);
+    if (rate > best) best = rate;
+    t0 = t1;
+  }
+  for (int j = 0; j < kChains; ++j) *sink += (float)_mm256_extract_epi32(n[j], 0);
   return best;
 #else
   (void)kind, (void)seconds, (void)sink;
