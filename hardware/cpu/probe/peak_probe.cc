@@ -92,6 +92,10 @@ static double DotRate(DotKind kind, double seconds, float* sink) {
   // a step. There is no bf16 counterpart (bf16 is widened to fp32 and runs on the FMAs).
   // Each step multiplies its chain's own sum (as the s8 operand): with constant operands the
   // compiler folds the products away and times the additions alone.
+  // VNNI without bf16 (no such probe here): 0, and the roof takes its multiple of the FMA peak.
+#if defined(__AVX512VNNI__)
+  if (kind == kInt8) return 0;
+#endif
   if (kind == kBf16) return 0;
   enum { kChains = 8 };  // independent chains: more spill (2 constants and the temps need the rest)
   __m256i n[kChains];
