@@ -46,6 +46,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int workers = 4;
+  int idle_workers = 0;  // of another chip type, with no job: they only long-poll
   int trials = 200;
   std::string store;  // empty: SQLite in the temp data dir
   std::string strategy = "random";
@@ -60,13 +61,15 @@ struct Options {
 
 constexpr const char* kUsage =
     "usage: kiln-bench-load --workers N --trials T [--jobs J] [--store URL] [--strategy S]\n"
-    "                       [--fake-us US]\n"
+    "                       [--fake-us US] [--idle-workers I]\n"
     "                       [--batch B] [--coordinator PATH] [--timeout SECONDS] [--keep]\n"
     "                       [--json]\n"
     "--store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (default: SQLite in a temp dir)\n"
     "--jobs: J jobs of T trials one after the other (default 1); rss_after_first_job_mb\n"
     "         against rss_mb shows what finished jobs keep in memory\n"
     "--fake-us: each simulated worker sleeps this long per trial, +-20% (default 0)\n"
+    "--idle-workers: I more workers of another chip type, for which no job comes: a lab\n"
+    "         whose other chips are idle (default 0)\n"
     "--batch: trials asked for per LeaseTrials, 1..64, each lease's results in one report;\n"
     "         default auto: kiln-worker's pacing (4 a lease, doubling up to 64 while trials\n"
     "         take under 50 ms; results reported together unless a trial took 50 ms or a\n"
@@ -85,11 +88,11 @@ double Percentile(std::vector<double> v, double q) {
 
 // The synthetic replay space: 6 knobs of 10 values (a million configurations), no bitmap, so
 // every combination is valid and the coordinator's proposals never run out.
-kiln::v1::ChipFingerprint SimChip() {
+kiln::v1::ChipFingerprint SimChip(const std::string& chip_type = "replay-load-sim") {
   kiln::v1::ChipFingerprint chip;
   chip.set_kind("replay");
   chip.set_model("kiln-bench-load simulated chip");
-  chip.set_chip_type("replay-load-sim");
+  chip.set_chip_type(chip_type);
   chip.set_cores(1);
   for (const char* name : {"k0", "k1", "k2", "k3", "k4", "k5"}) {
     auto* knob = chip.add_replay_knobs();
@@ -322,8 +325,18 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
+// What the simulated workers share with the driver.
+struct FleetClock {
+  std::atomic<bool> stop{false};
+  std::atomic<int> polling{0};  // workers that have sent their first LeaseTrials
+  // When the current job was submitted (steady clock, ns): a lease sent while the fleet had no
+  // job waited for one, which is no latency of the coordinator's, so it counts from here.
+  std::atomic<int64_t> job_since_ns{0};
+};
+
 void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std::string& id,
-               const std::atomic<bool>& stop, WorkerStats* stats) {
+               FleetClock* fleet, WorkerStats* stats) {
+  const std::atomic<bool>& stop = fleet->stop;
   auto fail = [&](const grpc::Status& s, const char* what) {
     stats->errors++;
     if (stats->first_error.empty())
@@ -354,13 +367,15 @@ void RunWorker(const Options& o, kiln::v1::WorkerService::Stub* stub, const std:
     kiln::v1::LeaseTrialsRequest lease;
     lease.set_worker_id(id);
     lease.set_max_trials(o.batch > 0 ? o.batch : pacing.lease_size());
-    lease.set_wait_ms(200);  // long-poll, so idle workers do not spin
+    lease.set_wait_ms(kiln::LeasePacing::kLeaseWaitMs);  // as kiln-worker
     kiln::v1::LeaseTrialsResponse leased;
     grpc::ClientContext lctx;
     lctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     auto t0 = Clock::now();
+    if (stats->lease_ms.empty() && stats->empty_leases == 0) fleet->polling++;
     grpc::Status s = stub->LeaseTrials(&lctx, lease, &leased);
     auto t1 = Clock::now();
+    t0 = std::max(t0, Clock::time_point(std::chrono::nanoseconds(fleet->job_since_ns.load())));
     if (!s.ok()) {
       fail(s, "LeaseTrials");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -444,6 +459,7 @@ int main(int argc, char** argv) {
   bool help = false;
   const std::vector<kiln::Flag> flags = {
       {"--workers", kiln::Flag::kValue, integer(&o.workers, 1, 4096, "--workers")},
+      {"--idle-workers", kiln::Flag::kValue, integer(&o.idle_workers, 0, 4096, "--idle-workers")},
       {"--trials", kiln::Flag::kValue, integer(&o.trials, 1, 1000000, "--trials")},
       {"--jobs", kiln::Flag::kValue, integer(&o.jobs, 1, 10000, "--jobs")},
       {"--batch", kiln::Flag::kValue,
@@ -501,14 +517,15 @@ int main(int argc, char** argv) {
     // Register the fleet: one connection (channel) per simulated worker.
     std::vector<std::shared_ptr<grpc::Channel>> channels;
     std::vector<std::unique_ptr<kiln::v1::WorkerService::Stub>> stubs;
-    std::vector<std::string> ids(o.workers);
-    const kiln::v1::ChipFingerprint chip = SimChip();
-    for (int i = 0; i < o.workers; ++i) {
+    const int fleet_size = o.workers + o.idle_workers;
+    std::vector<std::string> ids(fleet_size);
+    const kiln::v1::ChipFingerprint chip = SimChip(), idle_chip = SimChip("replay-load-idle");
+    for (int i = 0; i < fleet_size; ++i) {
       channels.push_back(NewChannel(coordinator->address));
       stubs.push_back(kiln::v1::WorkerService::NewStub(channels.back()));
       kiln::v1::RegisterRequest req;
       req.set_name("load-sim-" + std::to_string(i));
-      *req.mutable_chip() = chip;
+      *req.mutable_chip() = i < o.workers ? chip : idle_chip;
       req.set_slots(1);
       kiln::v1::RegisterResponse resp;
       grpc::ClientContext ctx;
@@ -524,8 +541,8 @@ int main(int argc, char** argv) {
     }
     auto tuning = kiln::v1::TuningService::NewStub(NewChannel(coordinator->address));
 
-    std::atomic<bool> stop{false};
-    std::vector<WorkerStats> stats(o.workers);
+    FleetClock fleet;
+    std::vector<WorkerStats> stats(fleet_size);
     std::vector<std::thread> threads;
     threads.reserve(o.workers);
     const std::string before_metrics = ScrapeMetrics(coordinator->metrics_port);
@@ -543,10 +560,14 @@ int main(int argc, char** argv) {
     spec->set_strategy(o.strategy);
     spec->set_seed(1);
     kiln::v1::SubmitJobResponse submitted;
+    for (int i = 0; i < fleet_size; ++i)
+      threads.emplace_back(RunWorker, std::cref(o), stubs[i].get(), ids[i], &fleet, &stats[i]);
+    // The fleet is up and polling before the job comes, as a lab's is: the time its threads take
+    // to start is no dispatch time.
+    for (int waited_ms = 0; fleet.polling < fleet_size && waited_ms < 30000; waited_ms += 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // their leases parked
     const auto start = Clock::now();
-    for (int i = 0; i < o.workers; ++i)
-      threads.emplace_back(RunWorker, std::cref(o), stubs[i].get(), ids[i], std::cref(stop),
-                           &stats[i]);
 
     kiln::v1::Job job;
     Clock::time_point end;
@@ -555,6 +576,9 @@ int main(int argc, char** argv) {
       spec->set_seed(1 + j);
       {
         grpc::ClientContext ctx;
+        fleet.job_since_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+                .count();
         grpc::Status s = tuning->SubmitJob(&ctx, submit, &submitted);
         if (!s.ok()) {
           std::fprintf(stderr, "kiln-bench-load: SubmitJob: %s\n", s.error_message().c_str());
@@ -599,10 +623,16 @@ int main(int argc, char** argv) {
     const double rss_mb = StatusMb(coordinator->pid, "VmRSS");
     const double hwm_mb = StatusMb(coordinator->pid, "VmHWM");
     const std::string after_metrics = ScrapeMetrics(coordinator->metrics_port);
-    stop = true;
+    fleet.stop = true;
     for (auto& t : threads) t.join();
 
     WorkerStats all;
+    int64_t idle_leases = 0, idle_trials = 0;
+    for (int i = o.workers; i < fleet_size; ++i) {
+      idle_leases += stats[i].empty_leases + static_cast<int64_t>(stats[i].lease_ms.size());
+      idle_trials += stats[i].trials;
+    }
+    stats.resize(o.workers);  // the figures are the busy workers'
     for (auto& s : stats) {
       all.lease_ms.insert(all.lease_ms.end(), s.lease_ms.begin(), s.lease_ms.end());
       all.lease_after_first_ms.insert(all.lease_after_first_ms.end(),
@@ -628,6 +658,11 @@ int main(int argc, char** argv) {
 
     nlohmann::ordered_json out;
     out["workers"] = o.workers;
+    if (o.idle_workers > 0) {
+      out["idle_workers"] = o.idle_workers;
+      out["idle_leases"] = idle_leases;  // answered: each an idle long-poll run to its end
+      out["idle_trials"] = idle_trials;  // none: no job is for their chip type
+    }
     out["trials"] = o.trials;
     out["strategy"] = o.strategy;
     out["store"] =
@@ -647,6 +682,11 @@ int main(int argc, char** argv) {
     out["lease_p50_ms"] = kiln::RoundTo(Percentile(all.lease_ms, 0.5), 3);
     out["lease_p99_ms"] = kiln::RoundTo(Percentile(all.lease_ms, 0.99), 3);
     out["lease_p99_after_first_ms"] = kiln::RoundTo(Percentile(all.lease_after_first_ms, 0.99), 3);
+    std::vector<double> first_ms;
+    for (const auto& s : stats)
+      if (!s.lease_ms.empty()) first_ms.push_back(s.lease_ms.front());
+    out["first_lease_p50_ms"] = kiln::RoundTo(Percentile(first_ms, 0.5), 3);
+    out["first_lease_max_ms"] = kiln::RoundTo(Percentile(first_ms, 1.0), 3);
     out["report_p50_ms"] = kiln::RoundTo(Percentile(all.report_ms, 0.5), 3);
     out["report_p99_ms"] = kiln::RoundTo(Percentile(all.report_ms, 0.99), 3);
     out["empty_leases"] = all.empty_leases;

@@ -15,6 +15,8 @@ class LeasePacing {
   static constexpr int kMaxLease = 64;               // LeaseTrials' max_trials cap
   static constexpr double kFastTrialSeconds = 0.05;  // below this, trials are batched
   static constexpr double kMaxHoldSeconds = 0.1;     // a result waits at most this long
+  // LeaseTrials' long-poll: an idle worker waits this long for work before it asks again.
+  static constexpr int kLeaseWaitMs = 5000;
 
   // `min_lease`: the lease size for slow trials (kiln-worker's --compile-ahead); `max_lease`:
   // the most it grows to (--max-lease).

@@ -75,7 +75,6 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
                          const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
                   [this](JobEntry& job) { UpdateBestTokensLocked(job); }}),
       executor_(std::make_unique<PollExecutor>(options.poll_threads)),
-      work_waiters_(executor_.get()),
       proposal_waiters_(executor_.get()),
       event_waiters_(executor_.get()),
       jobs_outside_memory_(options.read_only) {}
@@ -391,7 +390,7 @@ void Coordinator::MaybeFinishLocked(JobEntry& job, WriteBatch& batch) {
     return;
   if (!job.Settled()) return;
   if (finals_.StartLocked(job, batch)) {
-    WakeLeasesLocked();
+    WakeLeasesLocked(job);
     return;
   }
   for (const auto& task : job.job.tasks()) {

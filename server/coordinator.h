@@ -143,6 +143,7 @@ class Coordinator {
     std::vector<uint64_t> tickets;    // every write it queued, awaited before it answers
     std::vector<std::string> demand;  // jobs whose proposal_demand_ it adds to while parked
     bool answered = false;
+    bool parked = false;  // its next pass is a wake-up (or its deadline)
     LeaseDone done;
   };
   // One pass of a lease: it answers, or parks itself to run again when woken or timed out.
@@ -198,9 +199,9 @@ class Coordinator {
   // Runs `requests` (without the mutex: only each strategy's own lock is held).
   void ProposeUnlocked(std::vector<ProposeRequest>& requests);
   // Adds each request's proposals to its task's ready queue, unless the job finished, left memory
-  // or was rebuilt meanwhile (then they are dropped); a task that got none is exhausted. True
-  // when every request added some.
-  bool LandProposalsLocked(std::vector<ProposeRequest>& requests);
+  // or was rebuilt meanwhile (then they are dropped); a task that got none is exhausted. How
+  // many were added, or -1 unless every request added some.
+  int LandProposalsLocked(std::vector<ProposeRequest>& requests);
   // The last results of finished jobs (FinishLocked), told to their strategies without the mutex
   // by the next lease or report: a strategy that saves sees all. Returns those whose strategy is
   // busy proposing; TellFinishedUnlocked queues them again for a later call.
@@ -292,15 +293,27 @@ class Coordinator {
   // Runs parked long-polls again; declared before the lists that park on it, and stopped first
   // (the destructor), which answers every parked call.
   std::unique_ptr<PollExecutor> executor_;
-  WaitList work_waiters_;  // leases waiting for new work: a report wakes them all
+  // Leases waiting for new work, by chip type. A report wakes as many of its jobs' chip type as
+  // it returned trials, and a lease that fills its batch wakes one more: on a fleet whose job has
+  // spent its budget (all waiting for the last results and the final rounds) waking every
+  // parked lease on every report cost a lease pass per worker per report, for nothing.
+  std::map<std::string, WaitList> work_waiters_;
+  WaitList& WorkWaitersLocked(const std::string& chip_type) {
+    return work_waiters_.try_emplace(chip_type, executor_.get()).first->second;
+  }
   // Proposals landed (LandProposalsLocked), for the leases that passed their task over while a
-  // lease proposed for it. A report wakes one of them (work_waiters_ all the others): a report
-  // on a busy fleet rarely makes a trial for them, and waking them all each time cost dispatch
-  // more than it gave.
+  // lease proposed for it, each weighted by its batch size: a batch wakes as many as it serves.
+  // A report wakes one of them: on a busy fleet it rarely makes a trial for them.
   WaitList proposal_waiters_;
   // New work of any other kind (a job submitted, leases requeued, final rounds): every lease.
   void WakeLeasesLocked() {
-    work_waiters_.NotifyAll();
+    for (auto& [chip_type, waiters] : work_waiters_) waiters.NotifyAll();
+    proposal_waiters_.NotifyAll();
+  }
+  // New work of one job (its final rounds): the leases of its chip type, once it is bound.
+  void WakeLeasesLocked(const JobEntry& job) {
+    if (job.job.chip_type().empty()) return WakeLeasesLocked();
+    WorkWaitersLocked(job.job.chip_type()).NotifyAll();
     proposal_waiters_.NotifyAll();
   }
   WaitList event_waiters_;  // WaitEvents calls waiting for new job events

@@ -64,6 +64,9 @@ struct TaskState {
 };
 
 inline constexpr int kMaxProposeAhead = 64;
+// Added to a batch for the leases parked waiting for it (their workers are idle now): a fleet
+// that starts at once is served by a few batches, not one batch of 64 after another.
+inline constexpr int kMaxProposeForWaiting = 4096;
 
 struct JobEntry {
   v1::Job job;  // persisted: spec, state, per-task results and counts

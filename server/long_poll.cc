@@ -1,5 +1,6 @@
 #include "server/long_poll.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace kiln::server {
@@ -95,11 +96,12 @@ bool WaitList::Wake(const std::shared_ptr<Waiter>& w) {
   return true;
 }
 
-void WaitList::Park(PollExecutor::Clock::time_point deadline, Resume resume) {
+void WaitList::Park(PollExecutor::Clock::time_point deadline, Resume resume, int weight) {
   // Waiters whose deadline came first are dropped from the front as new ones arrive.
   while (!waiters_.empty() && waiters_.front()->resumed.load()) waiters_.pop_front();
   auto w = std::make_shared<Waiter>();
   w->resume = std::move(resume);
+  w->weight = std::max(1, weight);
   waiters_.push_back(w);
   executor_->At(deadline, [w] {
     if (w->resumed.exchange(true)) return;
@@ -108,11 +110,21 @@ void WaitList::Park(PollExecutor::Clock::time_point deadline, Resume resume) {
   });
 }
 
-void WaitList::NotifyOne() {
-  while (!waiters_.empty()) {
+int WaitList::NotifyUpTo(int n) {
+  int woken = 0;
+  while (woken < n && !waiters_.empty()) {
     std::shared_ptr<Waiter> w = std::move(waiters_.front());
     waiters_.pop_front();
-    if (Wake(w)) return;
+    woken += Wake(w);
+  }
+  return woken;
+}
+
+void WaitList::NotifyWeight(int units) {
+  while (units > 0 && !waiters_.empty()) {
+    std::shared_ptr<Waiter> w = std::move(waiters_.front());
+    waiters_.pop_front();
+    if (Wake(w)) units -= w->weight;
   }
 }
 

@@ -79,8 +79,14 @@ class WaitList {
   using Resume = std::function<void(bool timed_out)>;
   explicit WaitList(PollExecutor* executor) : executor_(executor) {}
 
-  void Park(PollExecutor::Clock::time_point deadline, Resume resume);
-  void NotifyOne();
+  // `weight`: how much of what the waiters wait for this one would take (a lease's batch size).
+  void Park(PollExecutor::Clock::time_point deadline, Resume resume, int weight = 1);
+  void NotifyOne() { NotifyUpTo(1); }
+  // Wakes the `n` oldest still waiting (fewer if fewer are); how many it woke.
+  int NotifyUpTo(int n);
+  // Wakes the oldest waiters until their weights add up to `units` (or none is left): `units`
+  // of new work are taken up at once, not by one waiter after another waking the next.
+  void NotifyWeight(int units);
   void NotifyAll();
   size_t size() const { return waiters_.size(); }  // parked, some perhaps already timed out
 
@@ -88,6 +94,7 @@ class WaitList {
   struct Waiter {
     std::atomic<bool> resumed{false};
     Resume resume;
+    int weight = 1;
   };
   // Resumes `w` unless its deadline or another notification did first; true if this did.
   bool Wake(const std::shared_ptr<Waiter>& w);

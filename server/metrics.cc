@@ -93,7 +93,10 @@ CoordinatorMetrics::CoordinatorMetrics()
       store_seconds_(NewHistogram(*registry_, "kiln_store_operation_seconds",
                                   "Store operation seconds by operation")),
       refused_(NewCounter(*registry_, "kiln_rpc_refused_total",
-                          "Requests refused for their credentials or claims, by reason")) {}
+                          "Requests refused for their credentials or claims, by reason")),
+      lease_wakeups_(NewCounter(*registry_, "kiln_lease_wakeups_total",
+                                "Parked LeaseTrials woken by new work, by outcome (trials, "
+                                "nothing: parked again)")) {}
 
 CoordinatorMetrics::~CoordinatorMetrics() = default;
 
@@ -141,6 +144,10 @@ void CoordinatorMetrics::RpcFinished(const std::string& method, const std::strin
 
 void CoordinatorMetrics::Refused(const std::string& reason) {
   refused_.Add({{"reason", reason}}).Increment();
+}
+
+void CoordinatorMetrics::LeaseWoken(bool took_trials) {
+  lease_wakeups_.Add({{"outcome", took_trials ? "trials" : "nothing"}}).Increment();
 }
 
 void CoordinatorMetrics::StoreOperation(const std::string& op, bool ok, double seconds) {

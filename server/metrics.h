@@ -56,6 +56,9 @@ class CoordinatorMetrics {
   // A request refused for its credentials or for what it claims (kiln_rpc_refused_total):
   // reason "no_token", "unknown_token", "no_client_certificate", "wrong_role", "not_owner", ...
   void Refused(const std::string& reason);
+  // A parked LeaseTrials woken by new work (kiln_lease_wakeups_total): it took trials, or found
+  // none and parked again (a herd, when that is most of them).
+  void LeaseWoken(bool took_trials);
 
  private:
   struct JobSeries;
@@ -91,6 +94,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& store_ops_;
   prometheus::Family<prometheus::Histogram>& store_seconds_;
   prometheus::Family<prometheus::Counter>& refused_;
+  prometheus::Family<prometheus::Counter>& lease_wakeups_;
 
   std::mutex mu_;  // guards jobs_series_
   std::map<std::string, std::unique_ptr<JobSeries>> job_series_;

@@ -331,18 +331,19 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
         // The next batch is made by this lease once it has released the mutex (LeaseTrials);
         // until it is back the task is passed over (AwaitingProposals). It is asked for once
         // the last batch has run out, not ahead of it, so that the strategy learns from every
-        // result that came back first. Its size: as many as the task has in flight, as when
-        // proposals were made under the mutex, plus what the leases waiting for this job's
-        // proposals ask for (they hold nothing while they wait: without them the batches
-        // would shrink round after round while workers starve).
+        // result that came back first. Its size: as many as the task has in flight (up to
+        // kMaxProposeAhead), as when proposals were made under the mutex, plus what the leases
+        // waiting for this job's proposals ask for (their workers are idle: without them the
+        // batches would shrink round after round while workers starve).
         int in_flight = 0;
         for (const auto& [seq, t] : job.leased) in_flight += t->task_index() == pick;
         auto waiting = proposal_demand_.find(job.job.id());
-        if (waiting != proposal_demand_.end()) in_flight += waiting->second;
+        const int parked = waiting == proposal_demand_.end() ? 0 : waiting->second;
         ProposeRequest r;
         r.job_id = job.job.id();
         r.task = pick;
-        r.n = std::min({std::max(1, in_flight), kMaxProposeAhead,
+        r.n = std::min({std::max(1, std::min(in_flight, kMaxProposeAhead) +
+                                        std::min(parked, kMaxProposeForWaiting)),
                         std::max(1, job.Budget(pick) - task.proposed)});
         r.id = next_propose_id_++;
         r.strategy = task.strategy;
@@ -452,6 +453,8 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
     }
     finish(std::move(out));
   };
+  const bool woken = poll->parked && !timed_out;
+  poll->parked = false;
   if (timed_out) return answer();
   WriteBatch bound;  // jobs this lease bound: written with its next round's changes
   while (true) {
@@ -462,7 +465,7 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
     }
     v1::WorkerInfo& worker = (*entry)->info;
     worker.set_last_heartbeat_unix_ms(clock_->NowMs());
-    const std::string& label = worker.chip().chip_type();
+    const std::string label = worker.chip().chip_type();  // a copy: used after unlocking
     WriteBatch batch = std::move(bound);
     bound = WriteBatch();
     ExpireLeasesLocked(batch);
@@ -553,12 +556,14 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
         if (BindLandedLocked(binds, bound)) UpdateJobGaugesLocked();
         WakeLeasesLocked();  // those that passed the jobs over: new work, or a job failed
       }
-      // The leases that passed these tasks over are woken one at a time, each waking the next
-      // while trials are left (more_ready): a batch serves a few leases, and waking all of them
-      // at once has dozens find nothing on a busy fleet. A batch dropped or empty wakes all.
+      // The leases that passed these tasks over are woken as many as the batch serves beyond
+      // this lease's own (by their batch sizes), at once: one waking the next (more_ready, the
+      // fallback) costs a thread hand-off each, which at a fleet's start added up to a tenth of
+      // a second. Waking all has dozens find nothing on a busy fleet. A batch dropped or empty
+      // wakes all.
       if (!requests.empty()) {
-        if (LandProposalsLocked(requests))
-          proposal_waiters_.NotifyOne();
+        if (const int landed = LandProposalsLocked(requests); landed >= 0)
+          proposal_waiters_.NotifyWeight(landed - (max - out.trials_size()));
         else
           proposal_waiters_.NotifyAll();
       }
@@ -571,7 +576,11 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
       more_ready = false;  // `order` may be stale now; the wake above stands for it
     }
     if (out.trials_size() > 0 || shutdown_) {
+      if (woken && metrics_) metrics_->LeaseWoken(out.trials_size() > 0);
       if (more_ready) proposal_waiters_.NotifyOne();
+      // A full batch may have left more behind (final rounds, requeued trials): the next lease
+      // waiting for work looks, and wakes the one after it if it fills its batch too.
+      if (out.trials_size() >= max) WorkWaitersLocked(label).NotifyOne();
       return answer();
     }
     // The leases are answered once stored; an empty answer tells nothing, so a poll waits on,
@@ -586,11 +595,14 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
                       [](const TaskState& t) { return t.AwaitingProposals(); }))
         passed_over.push_back(job->job.id());
     if (std::chrono::steady_clock::now() >= poll->deadline) return answer();
+    if (woken && metrics_) metrics_->LeaseWoken(false);
+    poll->parked = true;
     auto resume = [this, poll](bool timed_out) { RunLease(poll, timed_out); };
-    if (passed_over.empty()) return work_waiters_.Park(poll->deadline, std::move(resume));
+    if (passed_over.empty())
+      return WorkWaitersLocked(label).Park(poll->deadline, std::move(resume));
     for (const std::string& id : passed_over) proposal_demand_[id] += max;
     poll->demand = std::move(passed_over);  // taken back when it runs again
-    return proposal_waiters_.Park(poll->deadline, std::move(resume));
+    return proposal_waiters_.Park(poll->deadline, std::move(resume), max);
   }
 }
 
@@ -606,8 +618,9 @@ void Coordinator::ProposeUnlocked(std::vector<ProposeRequest>& requests) {
   }
 }
 
-bool Coordinator::LandProposalsLocked(std::vector<ProposeRequest>& requests) {
+int Coordinator::LandProposalsLocked(std::vector<ProposeRequest>& requests) {
   bool all = true;
+  int landed = 0;
   for (ProposeRequest& r : requests) {
     all = all && !r.made.empty();
     auto it = jobs_.find(r.job_id);
@@ -628,9 +641,10 @@ bool Coordinator::LandProposalsLocked(std::vector<ProposeRequest>& requests) {
       continue;
     }
     if (r.made.empty()) task->exhausted = true;  // nothing new: the task ends as it did before
+    landed += r.made.size();
     for (auto& c : r.made) task->ready.push_back(std::move(c));
   }
-  return all;
+  return all ? landed : -1;
 }
 
 std::vector<Coordinator::ProposeRequest> Coordinator::ObserveFinishedUnlocked(
@@ -811,6 +825,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   v1::ReportResultsResponse out;
   WriteBatch batch;
   std::vector<JobEntry*> touched;
+  std::vector<int> returned;  // trials returned, for each job touched
   for (const auto& r : request.results()) {
     auto jit = trial_job_.find(r.trial_id());
     JobEntry* job = jit == trial_job_.end() ? nullptr : FindJobLocked(jit->second);
@@ -857,7 +872,13 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     trial->set_toolchain(r.toolchain());
     ApplyResultLocked(*job, *trial, m, r.implementation(), batch);
     MaybeFinishLocked(*job, batch);
-    if (std::find(touched.begin(), touched.end(), job) == touched.end()) touched.push_back(job);
+    auto seen = std::find(touched.begin(), touched.end(), job);
+    if (seen == touched.end()) {
+      touched.push_back(job);
+      returned.push_back(1);
+    } else {
+      ++returned[seen - touched.begin()];
+    }
   }
   for (JobEntry* job : touched) batch.jobs.push_back(job->job);  // once each, as it stands now
   // A write the store refuses (a full disk) puts every job it touched back as stored
@@ -865,7 +886,20 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   // worker's retry or the lease's expiry answers it later.
   ASSIGN_OR_RETURN(uint64_t ticket, QueueWriteLocked(std::move(batch)));
   UpdateJobGaugesLocked();
-  work_waiters_.NotifyAll();
+  // What a returned trial can make for the leases waiting on its chip type: a requeue or a
+  // re-measurement, room under the budget for a proposal, the final rounds once the last is
+  // back. A re-measurement may go to another worker only (MayLeaseLocked), which the oldest
+  // waiters need not be: then all of them are woken.
+  for (size_t i = 0; i < touched.size(); ++i) {
+    WaitList& waiters = WorkWaitersLocked(touched[i]->job.chip_type());
+    const bool remeasure =
+        std::any_of(touched[i]->pending.begin(), touched[i]->pending.end(),
+                    [](const auto& p) { return !p.second->exclude_worker_id().empty(); });
+    if (remeasure)
+      waiters.NotifyAll();
+    else
+      waiters.NotifyUpTo(returned[i]);
+  }
   // One lease waiting for proposals, too: a task whose budget this spent proposes no more, and
   // the leases waiting for it go on to wait for other work, one by one.
   proposal_waiters_.NotifyOne();

@@ -195,7 +195,7 @@ class WorkerImpl final : public Worker {
       v1::LeaseTrialsRequest req;
       req.set_worker_id(WorkerId());
       req.set_max_trials(pacing_.lease_size());
-      req.set_wait_ms(5000);
+      req.set_wait_ms(LeasePacing::kLeaseWaitMs);
       v1::LeaseTrialsResponse resp;
       grpc::Status s;
       {

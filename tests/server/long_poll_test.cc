@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -62,6 +63,30 @@ TEST(WaitListTest, NotifyOneResumesTheEarliestParkedAndEachWaiterOnce) {
   std::this_thread::sleep_for(milliseconds(50));
   std::lock_guard<std::mutex> lock(r.mu);
   EXPECT_EQ(r.order.size(), 3u);
+}
+
+TEST(WaitListTest, NotifyUpToAndNotifyWeightWakeTheOldestAsManyAsAsked) {
+  PollExecutor executor(2);
+  WaitList list(&executor);
+  Resumed r;
+  const auto later = Clock::now() + milliseconds(60000);
+  for (int i = 1; i <= 6; ++i) list.Park(later, r.For(i), /*weight=*/4);
+  EXPECT_EQ(list.NotifyUpTo(2), 2);
+  ASSERT_TRUE(r.Await(2));
+  list.NotifyWeight(5);  // 5 units of work: two waiters of 4
+  ASSERT_TRUE(r.Await(4));
+  list.NotifyWeight(0);  // none
+  std::this_thread::sleep_for(milliseconds(50));
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    ASSERT_EQ(r.order.size(), 4u);
+    std::vector<int> ids;
+    for (const auto& [id, timed_out] : r.order) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<int>{1, 2, 3, 4}));
+  }
+  EXPECT_EQ(list.NotifyUpTo(10), 2);  // only two were left
+  ASSERT_TRUE(r.Await(6));
 }
 
 TEST(WaitListTest, AWaiterTimesOutAtItsDeadlineAndANotificationThenSkipsIt) {

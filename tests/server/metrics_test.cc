@@ -4,6 +4,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <atomic>
+#include <memory>
 #include <sstream>
 
 #include "codegen/kernel_template.h"
@@ -16,6 +18,7 @@ namespace {
 
 using testing::CpuChip;
 using testing::GemmSpec;
+using testing::LeaseRequest;
 
 std::string Text(const CoordinatorMetrics& m) {
   return prometheus::TextSerializer().Serialize(m.registry()->Collect());
@@ -101,6 +104,58 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
   text = Text(metrics);
   EXPECT_EQ(text.find(job), std::string::npos) << "series of an old job are dropped";
   EXPECT_EQ(Value(text, "kiln_jobs{state=\"SUCCEEDED\"}"), 1);
+}
+
+// A report makes work for its own job's chip type only: leases parked on another chip type (a
+// lab's idle chips) are not woken by it (each would find nothing and park again, on every report).
+TEST(CoordinatorMetrics, AReportWakesNoParkedLeaseOfAnotherChipType) {
+  CoordinatorMetrics metrics;
+  FakeClock clock;
+  auto store = *OpenStore("", testing::TempDir());
+  auto core = std::make_unique<Coordinator>(store.get(), &clock, &metrics,
+                                            CoreOptions{5000, 1000, 1000, 1});
+  ASSERT_TRUE(core->Recover().ok());
+  v1::JobSpec spec = GemmSpec(8, 40);
+  spec.set_strategy("random");
+  const std::string job = *core->SubmitJob(spec);
+  v1::RegisterRequest reg;
+  reg.set_name("busy");
+  *reg.mutable_chip() = CpuChip();
+  const std::string busy = core->Register(reg, "")->worker_id();
+  auto trials = core->LeaseTrials(LeaseRequest(busy, 4), "")->trials();  // binds the job
+  ASSERT_FALSE(trials.empty());
+  auto answered = std::make_shared<std::atomic<int>>(0);
+  for (int i = 0; i < 8; ++i) {
+    reg.set_name("idle-" + std::to_string(i));
+    reg.mutable_chip()->set_chip_type("idle-chip");
+    v1::LeaseTrialsRequest lease = LeaseRequest(core->Register(reg, "")->worker_id(), 4);
+    lease.set_wait_ms(30000);
+    core->LeaseTrialsAsync(lease, "", [answered](auto) { ++*answered; });
+  }
+  int reports = 0;
+  for (double us = 100; !trials.empty(); ++reports) {
+    v1::ReportResultsRequest report;
+    report.set_worker_id(busy);
+    for (const auto& t : trials) {
+      auto* r = report.add_results();
+      r->set_trial_id(t.id());
+      r->set_attempt(t.attempt());
+      auto* m = r->mutable_measurement();
+      m->set_status(v1::OK);
+      m->set_median_us(t.kind() == v1::BASELINE ? 200 : us--);
+      m->add_samples_us(m->median_us());
+    }
+    ASSERT_TRUE(core->ReportResults(report, "").ok());
+    v1::LeaseTrialsRequest lease = LeaseRequest(busy, 4);
+    lease.set_wait_ms(0);
+    trials = core->LeaseTrials(lease, "")->trials();
+  }
+  ASSERT_EQ(core->GetJob(job)->state(), v1::SUCCEEDED);
+  EXPECT_GE(reports, 10);
+  EXPECT_EQ(*answered, 0);  // still parked: nothing for their chip type came
+  EXPECT_LT(Value(Text(metrics), "kiln_lease_wakeups_total{outcome=\"nothing\"}"), 1);
+  core.reset();  // answers the parked leases
+  EXPECT_EQ(*answered, 8);
 }
 
 TEST(CoordinatorMetrics, AgentSinkFeedsThePolicyGauges) {
