@@ -1,5 +1,6 @@
 #include "server/group_commit.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace kiln::server {
@@ -52,6 +53,28 @@ absl::Status GroupCommit::Wait(uint64_t ticket) {
   return status;
 }
 
+absl::Status GroupCommit::StatusOf(const std::vector<uint64_t>& tickets) const {
+  absl::Status status;
+  for (uint64_t t : tickets)
+    if (t != 0 && FailedTicket(t, &status)) break;
+  return status;
+}
+
+void GroupCommit::WhenDone(const std::vector<uint64_t>& tickets,
+                           std::function<void(absl::Status)> fn) {
+  const uint64_t last = tickets.empty() ? 0 : *std::max_element(tickets.begin(), tickets.end());
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last > done_through_) {
+      callbacks_.emplace(last, Callback{tickets, std::move(fn)});
+      return;
+    }
+    status = StatusOf(tickets);
+  }
+  fn(std::move(status));
+}
+
 void GroupCommit::WaitForAll() {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t last = next_ticket_ - 1;
@@ -61,12 +84,8 @@ void GroupCommit::WaitForAll() {
 std::vector<WriteBatch> GroupCommit::TakeFailed() {
   std::lock_guard<std::mutex> lock(mu_);
   failure_ = absl::OkStatus();
+  has_failed_ = false;
   return std::exchange(failed_, {});
-}
-
-bool GroupCommit::HasFailed() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !failure_.ok();
 }
 
 uint64_t GroupCommit::transactions() {
@@ -78,7 +97,7 @@ void GroupCommit::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     queued_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and everything queued is written
+    if (queue_.empty()) break;  // stopping, and everything queued is written
     std::vector<WriteBatch> group;
     while (!queue_.empty() && group.size() < kMaxGroup) {
       group.push_back(std::move(queue_.front()));
@@ -101,12 +120,27 @@ void GroupCommit::Run() {
       for (WriteBatch& b : queue_) failed_.push_back(std::move(b));
       queue_.clear();
       failure_ = written;
+      has_failed_ = true;
       failed_ranges_.push_back({first, through, written});
       while (failed_ranges_.size() > kFailedRangesKept) failed_ranges_.pop_front();
       done_through_ = through;
     }
     done_cv_.notify_all();
+    RunCallbacksLocked(lock);
   }
+  RunCallbacksLocked(lock);  // none should be left: every ticket is done
+}
+
+void GroupCommit::RunCallbacksLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::pair<absl::Status, std::function<void(absl::Status)>>> due;
+  for (auto it = callbacks_.begin(); it != callbacks_.end() && it->first <= done_through_;) {
+    due.emplace_back(StatusOf(it->second.tickets), std::move(it->second.fn));
+    it = callbacks_.erase(it);
+  }
+  if (due.empty()) return;
+  lock.unlock();
+  for (auto& [status, fn] : due) fn(std::move(status));
+  lock.lock();
 }
 
 }  // namespace kiln::server

@@ -12,9 +12,12 @@
 // and makes memory the store's again for what they touched.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,19 +43,27 @@ class GroupCommit {
   absl::StatusOr<uint64_t> Enqueue(WriteBatch batch);
   // Until the ticket's batch is committed (OK) or failed (the store's error). Ticket 0: OK.
   absl::Status Wait(uint64_t ticket);
+  // Calls `fn` once every one of `tickets` is committed (OK) or one failed (the store's error):
+  // at once on this thread if they are, else on the writer's thread after their transaction. A
+  // caller that must answer once stored holds no thread meanwhile. `fn` must not block (nor take
+  // a lock held by anyone who waits for the writer).
+  void WhenDone(const std::vector<uint64_t>& tickets, std::function<void(absl::Status)> fn);
   // Until every batch queued so far is committed or failed (a read of the store that must see
   // all of them). Without the coordinator's mutex held by the writer, safe under it.
   void WaitForAll();
   // The failed batches not yet taken back (empty when there are none), and the failure cleared.
   std::vector<WriteBatch> TakeFailed();
-  bool HasFailed();
+  bool HasFailed() const { return has_failed_.load(); }
 
   // Transactions written so far (a metric: transactions per trial).
   uint64_t transactions();
 
  private:
   void Run();
+  // The callbacks whose tickets are all done, run with the mutex released.
+  void RunCallbacksLocked(std::unique_lock<std::mutex>& lock);
   bool FailedTicket(uint64_t ticket, absl::Status* status) const;
+  absl::Status StatusOf(const std::vector<uint64_t>& tickets) const;  // all done
 
   Store* store_;
   std::mutex mu_;
@@ -68,6 +79,12 @@ class GroupCommit {
   std::deque<FailedRange> failed_ranges_;  // the latest failures, for Wait
   std::vector<WriteBatch> failed_;         // not yet taken back
   absl::Status failure_;                   // non-OK while failed_ waits to be taken back
+  std::atomic<bool> has_failed_{false};    // !failure_.ok(), read without the mutex
+  struct Callback {
+    std::vector<uint64_t> tickets;
+    std::function<void(absl::Status)> fn;
+  };
+  std::multimap<uint64_t, Callback> callbacks_;  // by their last ticket
   uint64_t transactions_ = 0;
   bool stop_ = false;
   std::thread writer_;

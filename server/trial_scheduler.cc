@@ -446,15 +446,19 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
     finished_observations_.clear();
     lock.unlock();
     TellFinishedUnlocked(std::move(finished));
-    // Every write this lease queued, awaited before it answers.
-    for (uint64_t ticket : poll->tickets) {
-      absl::Status stored = AwaitWrite(ticket);
-      if (!stored.ok()) return finish(stored);
-    }
-    finish(std::move(out));
+    // Answered once every write this lease queued is stored, from the commit's thread: no
+    // thread waits for it meanwhile (with a few poll threads each held through a commit, a
+    // fleet's leases would be answered a few per transaction). A refused write is answered as
+    // such; the next call under the mutex puts memory back as stored (RecoverFailedWritesLocked).
+    poll->answered = true;
+    commits_.WhenDone(poll->tickets, [poll, out = std::move(out)](absl::Status stored) mutable {
+      if (!stored.ok()) return poll->done(std::move(stored));
+      poll->done(std::move(out));
+    });
   };
   const bool woken = poll->parked && !timed_out;
   poll->parked = false;
+  if (commits_.HasFailed()) RecoverFailedWritesLocked();  // one answered before it was put back
   if (timed_out) return answer();
   WriteBatch bound;  // jobs this lease bound: written with its next round's changes
   while (true) {
@@ -815,6 +819,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
                        " characters, toolchain at most ", kMaxToolchainChars));
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (commits_.HasFailed()) RecoverFailedWritesLocked();  // a lease's, answered before
   ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
   for (int i = 0; i < request.results_size(); ++i)
     if (!trial_job_.count(request.results(i).trial_id()) &&
