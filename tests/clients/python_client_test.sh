@@ -90,8 +90,8 @@ job=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"]["id"]
 kill "$COORD_PID"; wait "$COORD_PID" 2>/dev/null || true
 start_coordinator 0 --tls-cert "$WORK/pki/server.pem" --tls-key "$WORK/pki/server.key" \
   --tokens "$WORK/tokens"
-"$PY" - "$COORD" "$WORK/submit.token" "$WORK/pki/ca.pem" "$job" <<'PY' ||
-  die "the TLS calls misbehaved"
+tls_calls() { "$PY" - "$COORD" "$WORK/submit.token" "$WORK/pki/ca.pem" "$job"; }
+tls_calls <<'PY' || die "the TLS calls misbehaved"
 import sys, grpc, kiln_client
 coord, token_file, ca, job = sys.argv[1:]
 token = kiln_client.read_token_file(token_file)
