@@ -21,7 +21,9 @@ t = d["tasks"][0]
 assert t["trials"]["ok"] + t["trials"]["failed"] == 12, t["trials"]
 assert t["best"]["median_us"] > 0 and t["best"]["gflops"] > 0 and t["best"]["gbytes_per_s"] > 0
 assert t["best"]["samples_us"], "raw samples are kept"
-assert "blas" in t["baseline"]["name"] and t["baseline"]["median_us"] > 0, t["baseline"]
+# the fastest library route of the moment: OpenBLAS, BLIS or oneDNN (noise may pick either)
+assert any(lib in t["baseline"]["name"] for lib in ("blas", "blis", "onednn")), t["baseline"]
+assert t["baseline"]["median_us"] > 0, t["baseline"]
 print("e2e ok:", t["workload"], t["best"]["median_us"], "us vs", t["baseline"]["median_us"])
 PY
 kiln results "$job" | grep -q "SUCCEEDED" || die "results table lacks the state"
