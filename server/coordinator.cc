@@ -100,15 +100,6 @@ absl::StatusOr<uint64_t> Coordinator::QueueWriteLocked(WriteBatch batch) {
   return ticket;
 }
 
-absl::Status Coordinator::AwaitWrite(uint64_t ticket) {
-  absl::Status written = commits_.Wait(ticket);
-  if (!written.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    RecoverFailedWritesLocked();
-  }
-  return written;
-}
-
 void Coordinator::RecoverFailedWritesLocked() {
   // Callers change memory first and write after; a refused write (disk full, database gone)
   // must not leave counts, budgets or bests that the store does not hold, or a restart would

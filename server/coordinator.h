@@ -115,6 +115,10 @@ class Coordinator {
   // plausible figures; anything else is counted in `refused` and not applied.
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(const v1::ReportResultsRequest& request,
                                                           const std::string& caller);
+  // The same, answered once stored from the commit's thread (or this one): no thread waits.
+  using ReportDone = std::function<void(absl::StatusOr<v1::ReportResultsResponse>)>;
+  void ReportResultsAsync(const v1::ReportResultsRequest& request, const std::string& caller,
+                          ReportDone done);
   absl::Status ReleaseTrials(const v1::ReleaseTrialsRequest& request, const std::string& caller);
   // A stopping worker: forgotten at once (memory, ListWorkers and the store) rather than counted
   // alive until its heartbeats time out; any lease it still holds is requeued. Unknown: OK.
@@ -148,6 +152,9 @@ class Coordinator {
   };
   // One pass of a lease: it answers, or parks itself to run again when woken or timed out.
   void RunLease(const std::shared_ptr<LeasePoll>& poll, bool timed_out);
+  // A report applied in memory, its answer and the ticket of its write.
+  absl::StatusOr<std::pair<v1::ReportResultsResponse, uint64_t>> ApplyReport(
+      const v1::ReportResultsRequest& request, const std::string& caller);
   void RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool timed_out);
   void RunWaitEvents(const std::string& job_id, int64_t after_seq,
                      std::chrono::steady_clock::time_point deadline, bool timed_out,
@@ -262,11 +269,17 @@ class Coordinator {
   // WriteLocked: queued and committed before it returns, the mutex held throughout (a change the
   // caller must see stored before it goes on: a job adopted, a worker forgotten).
   absl::Status WriteLocked(const WriteBatch& batch);
-  // Queued; the caller releases the mutex and then waits with AwaitWrite (leases and reports,
-  // so that the mutex is not held through the store's write).
+  // Queued; the caller releases the mutex and answers once it is stored (GroupCommit::WhenDone:
+  // leases and reports, so that neither the mutex nor a thread is held through the write).
   absl::StatusOr<uint64_t> QueueWriteLocked(WriteBatch batch);
-  absl::Status AwaitWrite(uint64_t ticket);  // without the mutex
   void RecoverFailedWritesLocked();
+  // The same for a caller that was answered with a refused write: memory is the store's again
+  // before it returns (the asynchronous calls leave that to the next call under the mutex).
+  void RecoverIfWriteFailed() {
+    if (!commits_.HasFailed()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    RecoverFailedWritesLocked();
+  }
 
   // server/persistence.cc.
   // A job's in-memory entry rebuilt from its stored record and trials (strategies re-bound and

@@ -338,11 +338,31 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrials(grpc::CallbackServerCon
   return reactor;
 }
 
-grpc::Status WorkerServiceImpl::ReportResults(grpc::ServerContext* ctx,
-                                              const v1::ReportResultsRequest* req,
-                                              v1::ReportResultsResponse* resp) {
-  return Serve(ctx, core(), auth_, metrics_, Access::kWorkerService, "ReportResults",
-               [&] { return Assign(core()->ReportResults(*req, WorkerCaller(ctx)), resp); });
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportResults(grpc::CallbackServerContext* ctx,
+                                                           const v1::ReportResultsRequest* req,
+                                                           v1::ReportResultsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Coordinator* core = this->core();
+  std::string caller;
+  grpc::Status allowed =
+      Serve(ctx, core, auth_, metrics_, Access::kWorkerService, "ReportResults", [&] {
+        caller = WorkerCaller(ctx);
+        return absl::OkStatus();
+      });
+  if (!allowed.ok()) {
+    reactor->Finish(allowed);
+    return reactor;
+  }
+  // Applied on a poll thread (it takes the coordinator's mutex), answered once stored.
+  core->Post([core, req, resp, reactor, caller = std::move(caller)] {
+    core->ReportResultsAsync(*req, caller,
+                             [resp, reactor](absl::StatusOr<v1::ReportResultsResponse> done) {
+                               if (!done.ok()) return reactor->Finish(ToGrpc(done.status()));
+                               resp->Swap(&*done);
+                               reactor->Finish(grpc::Status::OK);
+                             });
+  });
+  return reactor;
 }
 
 grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext* ctx,

@@ -76,9 +76,11 @@ class TuningServiceImpl final
   int max_watch_total_ = 256;
 };
 
-// LeaseTrials is served with gRPC's callback API: a long-poll waiting for work holds no thread.
+// LeaseTrials and ReportResults are served with gRPC's callback API: a long-poll waiting for
+// work, or a call waiting for its write to be stored, holds no thread.
 class WorkerServiceImpl final
-    : public v1::WorkerService::WithCallbackMethod_LeaseTrials<v1::WorkerService::Service> {
+    : public v1::WorkerService::WithCallbackMethod_LeaseTrials<
+          v1::WorkerService::WithCallbackMethod_ReportResults<v1::WorkerService::Service>> {
  public:
   WorkerServiceImpl(Coordinator* core, CoordinatorMetrics* metrics,
                     const Authenticator* auth = nullptr)
@@ -91,8 +93,9 @@ class WorkerServiceImpl final
                          v1::HeartbeatResponse*) override;
   grpc::ServerUnaryReactor* LeaseTrials(grpc::CallbackServerContext*, const v1::LeaseTrialsRequest*,
                                         v1::LeaseTrialsResponse*) override;
-  grpc::Status ReportResults(grpc::ServerContext*, const v1::ReportResultsRequest*,
-                             v1::ReportResultsResponse*) override;
+  grpc::ServerUnaryReactor* ReportResults(grpc::CallbackServerContext*,
+                                          const v1::ReportResultsRequest*,
+                                          v1::ReportResultsResponse*) override;
   grpc::Status ReleaseTrials(grpc::ServerContext*, const v1::ReleaseTrialsRequest*,
                              v1::ReleaseTrialsResponse*) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest*,

@@ -393,8 +393,10 @@ v1::Trial* Coordinator::NextTrialLocked(JobEntry& job, const v1::WorkerInfo& wor
 
 absl::StatusOr<v1::LeaseTrialsResponse> Coordinator::LeaseTrials(
     const v1::LeaseTrialsRequest& request, const std::string& caller) {
-  return AwaitAnswer<absl::StatusOr<v1::LeaseTrialsResponse>>(
+  auto answer = AwaitAnswer<absl::StatusOr<v1::LeaseTrialsResponse>>(
       [&](LeaseDone done) { LeaseTrialsAsync(request, caller, std::move(done)); });
+  RecoverIfWriteFailed();
+  return answer;
 }
 
 void Coordinator::LeaseTrialsAsync(const v1::LeaseTrialsRequest& request, const std::string& caller,
@@ -804,6 +806,28 @@ void Coordinator::ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBat
 
 absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
     const v1::ReportResultsRequest& request, const std::string& caller) {
+  auto answer = AwaitAnswer<absl::StatusOr<v1::ReportResultsResponse>>(
+      [&](ReportDone done) { ReportResultsAsync(request, caller, std::move(done)); });
+  RecoverIfWriteFailed();
+  return answer;
+}
+
+void Coordinator::ReportResultsAsync(const v1::ReportResultsRequest& request,
+                                     const std::string& caller, ReportDone done) {
+  absl::StatusOr<std::pair<v1::ReportResultsResponse, uint64_t>> applied =
+      ApplyReport(request, caller);
+  if (!applied.ok()) return done(applied.status());
+  // Answered once stored; a refused write is answered as such, and the next call under the
+  // mutex puts memory back as stored (RecoverFailedWritesLocked).
+  commits_.WhenDone({applied->second}, [out = std::move(applied->first),
+                                        done = std::move(done)](absl::Status stored) mutable {
+    if (!stored.ok()) return done(std::move(stored));
+    done(std::move(out));
+  });
+}
+
+absl::StatusOr<std::pair<v1::ReportResultsResponse, uint64_t>> Coordinator::ApplyReport(
+    const v1::ReportResultsRequest& request, const std::string& caller) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   for (int i = 0; i < request.results_size(); ++i) {
     const auto& r = request.results(i);
@@ -912,8 +936,7 @@ absl::StatusOr<v1::ReportResultsResponse> Coordinator::ReportResults(
   finished_observations_.clear();
   lock.unlock();
   TellFinishedUnlocked(std::move(finished));
-  RETURN_IF_ERROR(AwaitWrite(ticket));  // answered once stored
-  return out;
+  return std::make_pair(std::move(out), ticket);
 }
 
 }  // namespace kiln::server
