@@ -3,6 +3,7 @@
 #include "server/group_commit.h"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -114,6 +115,47 @@ TEST_F(GroupCommitTest, AFailureFailsWhatWasQueuedAfterItUntilTakenBack) {
   ASSERT_TRUE(stored.ok());
   ASSERT_EQ(stored->size(), 2u);  // seq 1 and 5: nothing of the failed ones
   EXPECT_EQ((*stored)[1].seq(), 5);
+}
+
+// WhenDone: at once for tickets already done (and for none), after their transaction otherwise,
+// with the first failure among them; every callback runs once, none is left when it stops.
+TEST_F(GroupCommitTest, WhenDoneAnswersOnceEveryTicketIsWrittenOrOneFailed) {
+  std::atomic<int> ok{0}, failed{0};
+  auto count = [&](absl::Status s) { ++(s.ok() ? ok : failed); };
+  {
+    GroupCommit commits(store_.get());
+    commits.WhenDone({}, count);
+    commits.WhenDone({0}, count);
+    EXPECT_EQ(ok, 2);  // nothing to wait for: on this thread
+    store_->hold = true;
+    const uint64_t a = *commits.Enqueue(TrialBatch(1, v1::PENDING));
+    const uint64_t b = *commits.Enqueue(TrialBatch(2, v1::PENDING));
+    commits.WhenDone({a, b}, count);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(ok, 2);  // held back: not yet
+    store_->hold = false;
+    ASSERT_TRUE(commits.Wait(b).ok());
+    for (int i = 0; i < 500 && ok < 3; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(ok, 3);
+    store_->fail = true;
+    const uint64_t c = *commits.Enqueue(TrialBatch(3, v1::PENDING));
+    commits.WhenDone({a, c}, count);  // a was written, c fails: the failure
+    EXPECT_FALSE(commits.Wait(c).ok());
+    for (int i = 0; i < 500 && failed < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(failed, 1);
+    EXPECT_TRUE(commits.HasFailed());
+    commits.TakeFailed();
+    EXPECT_FALSE(commits.HasFailed());
+    store_->fail = false;
+    store_->hold = true;
+    const uint64_t d = *commits.Enqueue(TrialBatch(4, v1::PENDING));
+    commits.WhenDone({d}, count);
+    store_->hold = false;  // and it stops at once: the callback still runs
+  }
+  EXPECT_EQ(ok, 4);
+  EXPECT_EQ(failed, 1);
 }
 
 TEST_F(GroupCommitTest, EverythingQueuedIsWrittenBeforeItStops) {
