@@ -43,6 +43,9 @@ struct TaskState {
   // answered from the store: the job the final best came from (TaskResult.best_from_job).
   std::map<std::string, std::string> earlier_job;
   bool finals_started = false;  // its final rounds were created (or it had too few contenders)
+  // New bests awaiting their re-measurement: the REMEASURE trial's id -> the first figure, us.
+  // (Not stored: after a restart a candidate may be re-measured that need not have been.)
+  std::map<std::string, double> confirming;
   // The strategy's proposals made ahead, and the results not yet told to it. A task proposes in
   // batches of as many trials as it has in flight (up to kMaxProposeAhead), telling the strategy
   // every result that came back first: with one worker that is a result and a proposal at a time,

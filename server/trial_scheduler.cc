@@ -729,6 +729,12 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
   if (state.strategy)  // told before its next proposals (TaskState::unseen)
     state.unseen.push_back({codegen::FromProto(trial.config()), m.status(), m.median_us()});
   bool better = ok && (!task->has_best() || m.median_us() < task->best().median_us());
+  // A fresh result that does not beat a candidate still awaiting its re-measurement is no new
+  // candidate: when a fleet starts, every result of the first wave would otherwise beat "no best
+  // yet" and be measured twice. (One between the best and a candidate later demoted is timed
+  // again in the final rounds, which take the leaders from every result.)
+  if (better && !m.from_cache())
+    for (const auto& [id, us] : state.confirming) better = better && m.median_us() < us;
   // A new best's record waits for its re-measurement (ApplyRemeasureLocked): until another
   // measurement confirms it, its figure must not answer later jobs from the store.
   if (!m.from_cache() && !better) batch.records.push_back(RecordOf(job, trial, m, clock_->NowMs()));
@@ -738,6 +744,7 @@ void Coordinator::ApplyResultLocked(JobEntry& job, v1::Trial& trial, const v1::M
     v1::Trial& again = NewTrialLocked(job, trial.task_index(), v1::REMEASURE);
     *again.mutable_config() = trial.config();
     again.set_exclude_worker_id(trial.worker_id());
+    state.confirming[again.id()] = m.median_us();
     batch.trials.push_back(again);
     PushEventLocked(job, v1::JobEvent::PROGRESS, trial.task_index());
   } else if (better) {
@@ -754,6 +761,7 @@ void Coordinator::ApplyRemeasureLocked(JobEntry& job, v1::Trial& again, WriteBat
   v1::TaskResult* task = job.job.mutable_tasks(again.task_index());
   v1::Measurement& m = *again.mutable_measurement();
   const v1::Trial* first = RemeasuredTrial(job, again);
+  job.tasks[again.task_index()].confirming.erase(again.id());
   if (m.status() != v1::OK) {
     // A kernel that verified (or ran) only once is no best, and its record says so: the store
     // must not answer it as sound to a later job.

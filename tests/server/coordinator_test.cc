@@ -1,5 +1,7 @@
 #include "server/coordinator.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -81,6 +83,30 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Coordinator> core_;
 };
+
+// Results that come back before the first new best is confirmed (a fleet's first wave): each is
+// re-measured only if it beats every candidate still awaiting its re-measurement as well.
+TEST_F(CoordinatorTest, AWaveOfFirstResultsReMeasuresOnlyTheCandidatesThatBeatTheOthers) {
+  auto id = core_->SubmitJob(GemmSpec(8, 6));
+  ASSERT_TRUE(id.ok());
+  std::string w = RegisterWorker();
+  auto ts = Lease(w, 7);  // the baseline and all six configurations
+  ASSERT_EQ(ts.size(), 7u);
+  const std::vector<double> us = {500, 100, 90, 95, 80, 85, 79};  // the baseline first
+  for (size_t i = 0; i < ts.size(); ++i) Report(w, ts[i], Ok(us[i]));
+  std::vector<v1::Trial> again = Lease(w, 8);
+  std::vector<double> confirming;
+  for (const v1::Trial& t : again) {
+    ASSERT_EQ(t.kind(), v1::REMEASURE);
+    for (size_t i = 1; i < ts.size(); ++i)
+      if (google::protobuf::util::MessageDifferencer::Equals(ts[i].config(), t.config()))
+        confirming.push_back(us[i]);
+  }
+  ASSERT_EQ(confirming, (std::vector<double>{100, 90, 80, 79}));  // not 95, not 85
+  for (size_t i = 0; i < again.size(); ++i) Report(w, again[i], Ok(confirming[i]));
+  EXPECT_EQ(Drain(w), 0);
+  EXPECT_EQ(core_->GetJob(*id)->state(), v1::SUCCEEDED);
+}
 
 TEST_F(CoordinatorTest, BadSpecsAreRefusedAndNothingIsWritten) {
   auto bad = GemmSpec(0, 8);
