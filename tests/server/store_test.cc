@@ -106,6 +106,15 @@ TEST_P(StoreTest, ValuesRoundTripExactly) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->SerializeAsString(), r.SerializeAsString());
   EXPECT_EQ(store->TopRecords(kWorkload, "", 1)->at(0).measurement().median_us(), 1.0 / 3);
+  // Keys with what array and string syntaxes treat specially, and a key twice in one batch (the
+  // last copy stands, as when written one after another).
+  const std::string odd = "B=\"{1,2}\"\\ 'x' NULL";
+  v1::TuningRecord first = Record(odd, 7), last = Record(odd, 5);
+  b.records = {first, last};
+  ASSERT_TRUE(store->Write(b).ok());
+  back = *store->FindRecord(kWorkload, "cpu-avx2", odd);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->SerializeAsString(), last.SerializeAsString());
 }
 
 TEST_P(StoreTest, BatchIsAllOrNothing) {

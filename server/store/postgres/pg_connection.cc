@@ -29,6 +29,47 @@ Param Real(double v) {
   return Text(buf);
 }
 
+Array& Array::Text(std::string_view v) {
+  Next();
+  s_ += '"';
+  for (char c : v) {
+    if (c == '"' || c == '\\') s_ += '\\';
+    s_ += c;
+  }
+  s_ += '"';
+  return *this;
+}
+
+Array& Array::Int(int64_t v) {
+  Next();
+  absl::StrAppend(&s_, v);
+  return *this;
+}
+
+Array& Array::Real(double v) {
+  Next();
+  s_ += '"' + pg::Real(v).value + '"';
+  return *this;
+}
+
+Array& Array::Bool(bool v) {
+  Next();
+  s_ += v ? "t" : "f";
+  return *this;
+}
+
+Array& Array::Bytes(std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  Next();
+  s_ += "\"\\\\x";  // the element \x..., its backslash escaped inside the quotes
+  for (unsigned char c : v) {
+    s_ += kHex[c >> 4];
+    s_ += kHex[c & 15];
+  }
+  s_ += '"';
+  return *this;
+}
+
 Result::~Result() { PQclear(r_); }
 int Result::rows() const { return PQntuples(r_); }
 std::string Result::Value(int row, int col) const {

@@ -1,8 +1,10 @@
 // A libpq connection for the PostgreSQL store: parameterized statements, RAII results, reconnect.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +24,23 @@ inline Param Int(int64_t v) { return {std::to_string(v), false}; }
 Param Real(
     double v);  // exact (17 significant digits; NaN and infinities as PostgreSQL spells them)
 inline Param Bytes(std::string v) { return {std::move(v), true}; }
+
+// A one-dimensional array parameter in PostgreSQL's text form, built element by element: with
+// unnest() one statement writes a batch's rows (INSERT ... SELECT * FROM unnest($1::text[], ...)),
+// one round trip where a statement a row cost one each.
+class Array {
+ public:
+  Array& Text(std::string_view v);  // quoted, with '"' and '\' escaped
+  Array& Int(int64_t v);
+  Array& Real(double v);  // as pg::Real spells it
+  Array& Bool(bool v);
+  Array& Bytes(std::string_view v);  // bytea in hex
+  Param Build() const { return pg::Text(s_ + "}"); }
+
+ private:
+  void Next() { s_ += s_.size() > 1 ? "," : ""; }
+  std::string s_ = "{";
+};
 
 // The rows of one statement; owns the PGresult.
 class Result {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -192,36 +193,92 @@ class PostgresStore final : public Store {
     return conn_->Exec(sql, params).status();
   }
 
+  // Each kind of row in one statement (unnest of array parameters): one round trip a table
+  // rather than one a row, which had made the store the coordinator's limit on PostgreSQL.
+  // Upserts see each key once (ON CONFLICT cannot update a row twice in one statement): the
+  // last copy in the batch stands, as when written one after another.
   absl::Status WriteItems(const WriteBatch& b) {
-    for (const auto& j : b.jobs)
+    if (!b.jobs.empty()) {
+      pg::Array id, state, created, body;
+      for (const v1::Job* j : LastOfEach(b.jobs, [](const v1::Job& j) { return j.id(); })) {
+        id.Text(j->id());
+        state.Int(j->state());
+        created.Int(j->created_unix_ms());
+        body.Bytes(j->SerializeAsString());
+      }
       RETURN_IF_ERROR(
-          Do("INSERT INTO jobs VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET "
-             "state = EXCLUDED.state, created_ms = EXCLUDED.created_ms, "
-             "body = EXCLUDED.body",
-             {pg::Text(j.id()), pg::Int(j.state()), pg::Int(j.created_unix_ms()),
-              pg::Bytes(j.SerializeAsString())}));
-    for (const auto& t : b.trials)
+          Do("INSERT INTO jobs SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], "
+             "$4::bytea[]) ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
+             "created_ms = EXCLUDED.created_ms, body = EXCLUDED.body",
+             {id.Build(), state.Build(), created.Build(), body.Build()}));
+    }
+    if (!b.trials.empty()) {
+      pg::Array id, job, seq, body;
+      for (const v1::Trial* t : LastOfEach(b.trials, [](const v1::Trial& t) { return t.id(); })) {
+        id.Text(t->id());
+        job.Text(t->job_id());
+        seq.Int(t->seq());
+        body.Bytes(t->SerializeAsString());
+      }
       RETURN_IF_ERROR(
-          Do("INSERT INTO trials VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE "
-             "SET job_id = EXCLUDED.job_id, seq = EXCLUDED.seq, body = EXCLUDED.body",
-             {pg::Text(t.id()), pg::Text(t.job_id()), pg::Int(t.seq()),
-              pg::Bytes(t.SerializeAsString())}));
-    for (const auto& w : b.workers)
+          Do("INSERT INTO trials SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], "
+             "$4::bytea[]) ON CONFLICT (id) DO UPDATE SET job_id = EXCLUDED.job_id, "
+             "seq = EXCLUDED.seq, body = EXCLUDED.body",
+             {id.Build(), job.Build(), seq.Build(), body.Build()}));
+    }
+    if (!b.workers.empty()) {
+      pg::Array id, body;
+      for (const v1::WorkerInfo* w :
+           LastOfEach(b.workers, [](const v1::WorkerInfo& w) { return w.id(); })) {
+        id.Text(w->id());
+        body.Bytes(w->SerializeAsString());
+      }
       RETURN_IF_ERROR(
-          Do("INSERT INTO workers VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET "
-             "body = EXCLUDED.body",
-             {pg::Text(w.id()), pg::Bytes(w.SerializeAsString())}));
-    for (const auto& r : b.records)
+          Do("INSERT INTO workers SELECT * FROM unnest($1::text[], $2::bytea[]) "
+             "ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body",
+             {id.Build(), body.Build()}));
+    }
+    if (!b.records.empty()) {
+      pg::Array workload, chip, config, ok, median, body;
+      for (const v1::TuningRecord* r : LastOfEach(b.records, [](const v1::TuningRecord& r) {
+             return absl::StrCat(r.workload_key(), "\n", r.chip_type(), "\n", r.config_key());
+           })) {
+        workload.Text(r->workload_key());
+        chip.Text(r->chip_type());
+        config.Text(r->config_key());
+        ok.Bool(r->measurement().status() == v1::OK);
+        median.Real(r->measurement().median_us());
+        body.Bytes(r->SerializeAsString());
+      }
       RETURN_IF_ERROR(
-          Do("INSERT INTO records VALUES ($1, $2, $3, $4, $5, $6) "
+          Do("INSERT INTO records SELECT * FROM unnest($1::text[], $2::text[], $3::text[], "
+             "$4::boolean[], $5::double precision[], $6::bytea[]) "
              "ON CONFLICT (workload_key, chip_type, config_key) DO UPDATE SET ok = EXCLUDED.ok, "
              "median_us = EXCLUDED.median_us, body = EXCLUDED.body",
-             {pg::Text(r.workload_key()), pg::Text(r.chip_type()), pg::Text(r.config_key()),
-              pg::Text(r.measurement().status() == v1::OK ? "true" : "false"),
-              pg::Real(r.measurement().median_us()), pg::Bytes(r.SerializeAsString())}));
-    for (const auto& id : b.removed_workers)
-      RETURN_IF_ERROR(Do("DELETE FROM workers WHERE id = $1", {pg::Text(id)}));
+             {workload.Build(), chip.Build(), config.Build(), ok.Build(), median.Build(),
+              body.Build()}));
+    }
+    if (!b.removed_workers.empty()) {
+      pg::Array ids;
+      for (const std::string& id : b.removed_workers) ids.Text(id);
+      RETURN_IF_ERROR(Do("DELETE FROM workers WHERE id = ANY($1::text[])", {ids.Build()}));
+    }
     return absl::OkStatus();
+  }
+
+  // The last item of each key, in the order of their first appearance.
+  template <typename T, typename Key>
+  static std::vector<const T*> LastOfEach(const std::vector<T>& items, Key key) {
+    std::map<std::string, size_t> at;
+    std::vector<const T*> out;
+    for (const T& item : items) {
+      auto [it, fresh] = at.try_emplace(key(item), out.size());
+      if (fresh)
+        out.push_back(&item);
+      else
+        out[it->second] = &item;
+    }
+    return out;
   }
 
   template <typename T>
