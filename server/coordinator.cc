@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/workload.h"
 #include "common/status.h"
@@ -186,7 +187,13 @@ absl::StatusOr<std::string> Coordinator::SubmitJob(const v1::JobSpec& request) {
   PushEventLocked(*entry, v1::JobEvent::STATE);
   jobs_[id] = std::move(entry);
   UpdateJobGaugesLocked();
-  WakeLeasesLocked();
+  // The first lease of a matching chip type binds the job (and wakes the rest once it is bound):
+  // one parked lease of each such type is woken, not all of them only to find it being bound.
+  // With none parked, every lease is (one waiting for another job's proposals may take it).
+  int woken = 0;
+  for (auto& [chip_type, waiters] : work_waiters_)
+    if (absl::StartsWith(chip_type, job.spec().chip())) woken += waiters.NotifyUpTo(1);
+  if (woken == 0) WakeLeasesLocked();
   return id;
 }
 
