@@ -310,59 +310,54 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::He
                [&] { return Assign(core()->Heartbeat(*req, WorkerCaller(ctx)), resp); });
 }
 
-grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrials(grpc::CallbackServerContext* ctx,
-                                                         const v1::LeaseTrialsRequest* req,
-                                                         v1::LeaseTrialsResponse* resp) {
+namespace {
+
+// A WorkerService call on gRPC's callback API: the credentials are checked on gRPC's thread (no
+// I/O), then `start(core, caller, done)` runs on the coordinator's poll threads and answers
+// through `done` from whatever thread it finishes on (a lease parked until work, a call waiting
+// for its write to be stored), holding no thread meanwhile.
+template <typename Resp, typename Start>
+grpc::ServerUnaryReactor* ServeAsync(grpc::CallbackServerContext* ctx, Coordinator* core,
+                                     const Authenticator* auth, CoordinatorMetrics* metrics,
+                                     const char* method, Resp* resp, Start start) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  Coordinator* core = this->core();
   std::string caller;
-  // The credentials are checked on gRPC's thread (no I/O); the lease runs on the coordinator's
-  // poll threads and, while it waits for work, is parked there holding no thread.
-  grpc::Status allowed =
-      Serve(ctx, core, auth_, metrics_, Access::kWorkerService, "LeaseTrials", [&] {
-        caller = WorkerCaller(ctx);
-        return absl::OkStatus();
-      });
+  grpc::Status allowed = Serve(ctx, core, auth, metrics, Access::kWorkerService, method, [&] {
+    caller = WorkerCaller(ctx);
+    return absl::OkStatus();
+  });
   if (!allowed.ok()) {
     reactor->Finish(allowed);
     return reactor;
   }
-  core->Post([core, req, resp, reactor, caller = std::move(caller)] {
-    core->LeaseTrialsAsync(*req, caller,
-                           [resp, reactor](absl::StatusOr<v1::LeaseTrialsResponse> leased) {
-                             if (!leased.ok()) return reactor->Finish(ToGrpc(leased.status()));
-                             resp->Swap(&*leased);
-                             reactor->Finish(grpc::Status::OK);
-                           });
+  core->Post([core, resp, reactor, caller = std::move(caller), start = std::move(start)] {
+    start(core, caller, [resp, reactor](absl::StatusOr<Resp> answer) {
+      if (!answer.ok()) return reactor->Finish(ToGrpc(answer.status()));
+      resp->Swap(&*answer);
+      reactor->Finish(grpc::Status::OK);
+    });
   });
   return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrials(grpc::CallbackServerContext* ctx,
+                                                         const v1::LeaseTrialsRequest* req,
+                                                         v1::LeaseTrialsResponse* resp) {
+  return ServeAsync(ctx, core(), auth_, metrics_, "LeaseTrials", resp,
+                    [req](Coordinator* core, const std::string& caller, auto done) {
+                      core->LeaseTrialsAsync(*req, caller, std::move(done));
+                    });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportResults(grpc::CallbackServerContext* ctx,
                                                            const v1::ReportResultsRequest* req,
                                                            v1::ReportResultsResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  Coordinator* core = this->core();
-  std::string caller;
-  grpc::Status allowed =
-      Serve(ctx, core, auth_, metrics_, Access::kWorkerService, "ReportResults", [&] {
-        caller = WorkerCaller(ctx);
-        return absl::OkStatus();
-      });
-  if (!allowed.ok()) {
-    reactor->Finish(allowed);
-    return reactor;
-  }
-  // Applied on a poll thread (it takes the coordinator's mutex), answered once stored.
-  core->Post([core, req, resp, reactor, caller = std::move(caller)] {
-    core->ReportResultsAsync(*req, caller,
-                             [resp, reactor](absl::StatusOr<v1::ReportResultsResponse> done) {
-                               if (!done.ok()) return reactor->Finish(ToGrpc(done.status()));
-                               resp->Swap(&*done);
-                               reactor->Finish(grpc::Status::OK);
-                             });
-  });
-  return reactor;
+  return ServeAsync(ctx, core(), auth_, metrics_, "ReportResults", resp,
+                    [req](Coordinator* core, const std::string& caller, auto done) {
+                      core->ReportResultsAsync(*req, caller, std::move(done));
+                    });
 }
 
 grpc::Status WorkerServiceImpl::ReleaseTrials(grpc::ServerContext* ctx,

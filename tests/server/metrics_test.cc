@@ -32,6 +32,28 @@ double Value(const std::string& text, const std::string& series) {
   return -1;
 }
 
+// Every leased trial answered OK: the baseline in 200 us, each other one 1 us faster than the
+// last (*us counts down).
+v1::ReportResultsRequest ReportOf(const std::string& worker,
+                                  const google::protobuf::RepeatedPtrField<v1::Trial>& trials,
+                                  double* us) {
+  v1::ReportResultsRequest report;
+  report.set_worker_id(worker);
+  for (const auto& t : trials) {
+    auto* r = report.add_results();
+    r->set_trial_id(t.id());
+    r->set_attempt(t.attempt());
+    auto* m = r->mutable_measurement();
+    m->set_status(v1::OK);
+    m->set_median_us(t.kind() == v1::BASELINE ? 200 : (*us)--);
+    m->add_samples_us(m->median_us());
+    m->set_gflops(5000 / m->median_us());
+    m->set_compile_seconds(t.kind() == v1::BASELINE ? 0 : 0.2);
+    m->set_measure_seconds(0.1);
+  }
+  return report;
+}
+
 TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
   CoordinatorMetrics metrics;
   FakeClock clock;
@@ -52,21 +74,7 @@ TEST(CoordinatorMetrics, FollowAJobFromSubmitToRetention) {
     lease.set_max_trials(4);
     auto trials = core.LeaseTrials(lease, "")->trials();
     if (trials.empty()) break;
-    v1::ReportResultsRequest report;
-    report.set_worker_id(worker);
-    for (const auto& t : trials) {
-      auto* r = report.add_results();
-      r->set_trial_id(t.id());
-      r->set_attempt(t.attempt());
-      auto* m = r->mutable_measurement();
-      m->set_status(v1::OK);
-      m->set_median_us(t.kind() == v1::BASELINE ? 200 : us--);
-      m->add_samples_us(m->median_us());
-      m->set_gflops(5000 / m->median_us());
-      m->set_compile_seconds(t.kind() == v1::BASELINE ? 0 : 0.2);
-      m->set_measure_seconds(0.1);
-    }
-    ASSERT_TRUE(core.ReportResults(report, "").ok());
+    ASSERT_TRUE(core.ReportResults(ReportOf(worker, trials, &us), "").ok());
   }
   ASSERT_EQ(core.GetJob(job)->state(), v1::SUCCEEDED);
   std::string text = Text(metrics);
@@ -134,18 +142,7 @@ TEST(CoordinatorMetrics, AReportWakesNoParkedLeaseOfAnotherChipType) {
   }
   int reports = 0;
   for (double us = 100; !trials.empty(); ++reports) {
-    v1::ReportResultsRequest report;
-    report.set_worker_id(busy);
-    for (const auto& t : trials) {
-      auto* r = report.add_results();
-      r->set_trial_id(t.id());
-      r->set_attempt(t.attempt());
-      auto* m = r->mutable_measurement();
-      m->set_status(v1::OK);
-      m->set_median_us(t.kind() == v1::BASELINE ? 200 : us--);
-      m->add_samples_us(m->median_us());
-    }
-    ASSERT_TRUE(core->ReportResults(report, "").ok());
+    ASSERT_TRUE(core->ReportResults(ReportOf(busy, trials, &us), "").ok());
     v1::LeaseTrialsRequest lease = LeaseRequest(busy, 4);
     lease.set_wait_ms(0);
     trials = core->LeaseTrials(lease, "")->trials();
