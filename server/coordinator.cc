@@ -105,7 +105,8 @@ void Coordinator::RecoverFailedWritesLocked() {
   // Callers change memory first and write after; a refused write (disk full, database gone)
   // must not leave counts, budgets or bests that the store does not hold, or a restart would
   // count the same trial twice. The touched jobs are reloaded as stored; their trials are
-  // answered again later.
+  // answered again later. (Nothing failed: a flag read, so every call may come here first.)
+  if (!commits_.HasFailed()) return;
   std::vector<WriteBatch> failed = commits_.TakeFailed();
   if (failed.empty()) return;
   WriteBatch touched;  // what RestoreFromStoreLocked reads: the ids of jobs, trials and workers

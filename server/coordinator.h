@@ -280,6 +280,16 @@ class Coordinator {
     std::lock_guard<std::mutex> lock(mu_);
     RecoverFailedWritesLocked();
   }
+  // Calls `done` with `answer` once every one of `tickets` is stored, or with the store's error
+  // (GroupCommit::WhenDone: from the commit's thread, no thread waiting meanwhile).
+  template <typename Answer, typename Done>
+  void AnswerWhenStored(const std::vector<uint64_t>& tickets, Answer answer, Done done) {
+    commits_.WhenDone(
+        tickets, [answer = std::move(answer), done = std::move(done)](absl::Status stored) mutable {
+          if (!stored.ok()) return done(std::move(stored));
+          done(std::move(answer));
+        });
+  }
 
   // server/persistence.cc.
   // A job's in-memory entry rebuilt from its stored record and trials (strategies re-bound and

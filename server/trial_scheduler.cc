@@ -453,14 +453,11 @@ void Coordinator::RunLeaseOnce(const std::shared_ptr<LeasePoll>& poll, bool time
     // fleet's leases would be answered a few per transaction). A refused write is answered as
     // such; the next call under the mutex puts memory back as stored (RecoverFailedWritesLocked).
     poll->answered = true;
-    commits_.WhenDone(poll->tickets, [poll, out = std::move(out)](absl::Status stored) mutable {
-      if (!stored.ok()) return poll->done(std::move(stored));
-      poll->done(std::move(out));
-    });
+    AnswerWhenStored(poll->tickets, std::move(out), std::move(poll->done));
   };
   const bool woken = poll->parked && !timed_out;
   poll->parked = false;
-  if (commits_.HasFailed()) RecoverFailedWritesLocked();  // one answered before it was put back
+  RecoverFailedWritesLocked();  // a write refused after its caller was answered
   if (timed_out) return answer();
   WriteBatch bound;  // jobs this lease bound: written with its next round's changes
   while (true) {
@@ -827,11 +824,7 @@ void Coordinator::ReportResultsAsync(const v1::ReportResultsRequest& request,
   if (!applied.ok()) return done(applied.status());
   // Answered once stored; a refused write is answered as such, and the next call under the
   // mutex puts memory back as stored (RecoverFailedWritesLocked).
-  commits_.WhenDone({applied->second}, [out = std::move(applied->first),
-                                        done = std::move(done)](absl::Status stored) mutable {
-    if (!stored.ok()) return done(std::move(stored));
-    done(std::move(out));
-  });
+  AnswerWhenStored({applied->second}, std::move(applied->first), std::move(done));
 }
 
 absl::StatusOr<std::pair<v1::ReportResultsResponse, uint64_t>> Coordinator::ApplyReport(
@@ -851,7 +844,7 @@ absl::StatusOr<std::pair<v1::ReportResultsResponse, uint64_t>> Coordinator::Appl
                        " characters, toolchain at most ", kMaxToolchainChars));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (commits_.HasFailed()) RecoverFailedWritesLocked();  // a lease's, answered before
+  RecoverFailedWritesLocked();  // a write refused after its caller was answered
   ASSIGN_OR_RETURN(WorkerEntry * worker, OwnWorkerLocked(request.worker_id(), caller));
   for (int i = 0; i < request.results_size(); ++i)
     if (!trial_job_.count(request.results(i).trial_id()) &&
