@@ -70,10 +70,21 @@ Config KnobSpace::Decode(uint64_t index) const {
 
 std::vector<Config> KnobSpace::EnumerateValid(size_t limit) const {
   std::vector<Config> out;
-  uint64_t n = CartesianSize();
+  const uint64_t n = CartesianSize();
+  if (n == 0) return out;
+  // Every decoded point holds one in-domain value per knob, so only the constraints need
+  // checking; one config is rewritten in place (no allocation per point) and copied when valid.
+  Config c = Decode(0);
+  std::vector<int64_t*> slot;
+  for (const auto& k : knobs_) slot.push_back(&c[k.name]);
   for (uint64_t i = 0; i < n && out.size() < limit; ++i) {
-    Config c = Decode(i);
-    if (IsValid(c)) out.push_back(std::move(c));
+    uint64_t index = i;
+    for (size_t j = 0; j < knobs_.size(); ++j) {
+      const std::vector<int64_t>& values = knobs_[j].values;
+      *slot[j] = values[index % values.size()];
+      index /= values.size();
+    }
+    if (SatisfiesConstraints(c)) out.push_back(c);
   }
   return out;
 }

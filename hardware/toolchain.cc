@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,7 +49,67 @@ absl::Status WriteAtomically(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// The flags every compile of `req` shares, before its defines and files.
+std::vector<std::string> BaseFlags(const Toolchain& tc, bool shared) {
+  std::vector<std::string> argv = {tc.compiler};
+  argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
+  // A shared kernel is linked against the C runtime only, not the C++ one: reading libstdc++'s
+  // symbol table was 0.09 s of every kernel's ~0.5 s compile (GCC 12, GNU ld). A kernel is only
+  // ever loaded into a C++ host (the worker's trial process, the step runner, the benchmarks,
+  // the tests), so the few C++ runtime symbols a kernel may use (__cxa_thread_atexit for the
+  // GEMM's per-thread scratch) are resolved from the host when it loads the kernel.
+  if (shared) argv.insert(argv.end(), {"-shared", "-fPIC", "-nodefaultlibs"});
+  return argv;
+}
+
+// Builds <dir>/<stem>.h and its precompiled <stem>.h.gch once per process (both written
+// atomically, so processes sharing the cache may race harmlessly); returns the header to
+// force-include, or "" when there is none to use (not GCC, or its build failed: compiles go on
+// without it). GCC checks a .gch against each compile's options and falls back to the text
+// when they differ, so a stale one costs time, never correctness.
+std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std::string& stem,
+                          bool shared, double timeout_seconds) {
+  if (tc.version.find("clang") != std::string::npos) return "";
+  static std::mutex mu;
+  static std::map<std::string, std::string>* built = new std::map<std::string, std::string>;
+  const std::string header = absl::StrCat(dir, "/", stem, ".h");
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = built->find(header); it != built->end()) return it->second;
+  std::string& result = (*built)[header];
+  const std::string gch = header + ".gch";
+  if (fs::exists(gch) && fs::exists(header)) return result = header;
+  if (!WriteAtomically(header, PreludeSource()).ok()) return result;
+  static std::atomic<int> counter{0};
+  const std::string tmp = absl::StrCat(gch, ".tmp.", getpid(), ".", counter++);
+  std::vector<std::string> argv = BaseFlags(tc, shared);
+  argv.insert(argv.end(), {"-x", "c++-header", "-o", tmp, header});
+  SubprocessOptions opts;
+  opts.timeout_seconds = timeout_seconds;
+  std::error_code ec;
+  if (!RunSubprocess(argv, opts).ok()) {
+    fs::remove(tmp, ec);
+    return result;
+  }
+  fs::rename(tmp, gch, ec);
+  if (ec) return result;
+  return result = header;
+}
+
 }  // namespace
+
+const char* PreludeSource() {
+  return "// Precompiled by Kiln (hardware/toolchain.cc): the system headers CPU kernels include.\n"
+         "#include <math.h>\n"
+         "#include <pthread.h>\n"
+         "#include <sched.h>\n"
+         "#include <stdint.h>\n"
+         "#include <stdlib.h>\n"
+         "#include <string.h>\n"
+         "#include <time.h>\n"
+         "#if defined(__AVX512F__) || defined(__AVX2__)\n"
+         "#include <immintrin.h>\n"
+         "#endif\n";
+}
 
 std::string Toolchain::Describe() const {
   return absl::StrCat(version, " ", absl::StrJoin(flags, " "));
@@ -99,14 +161,11 @@ absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRe
 
   static std::atomic<int> counter{0};
   const std::string tmp = absl::StrCat(result.path, ".tmp.", getpid(), ".", counter++);
-  std::vector<std::string> argv = {tc.compiler};
-  argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
-  // A shared kernel is linked against the C runtime only, not the C++ one: reading libstdc++'s
-  // symbol table was 0.09 s of every kernel's ~0.5 s compile (GCC 12, GNU ld). A kernel is only
-  // ever loaded into a C++ host (the worker's trial process, the step runner, the benchmarks,
-  // the tests), so the few C++ runtime symbols a kernel may use (__cxa_thread_atexit for the
-  // GEMM's per-thread scratch) are resolved from the host when it loads the kernel.
-  if (req.shared) argv.insert(argv.end(), {"-shared", "-fPIC", "-nodefaultlibs"});
+  std::vector<std::string> argv = BaseFlags(tc, req.shared);
+  if (!req.prelude.empty()) {
+    const std::string header = EnsurePrelude(tc, dir, req.prelude, req.shared, req.timeout_seconds);
+    if (!header.empty()) argv.insert(argv.end(), {"-include", header});
+  }
   for (const auto& [name, value] : req.defines)
     argv.push_back(absl::StrCat("-D", name, "=", value));
   argv.insert(argv.end(), {"-o", tmp, src});

@@ -29,6 +29,12 @@ struct CompileRequest {
   std::vector<std::pair<std::string, int64_t>> defines;  // passed as -DNAME=value
   std::string name;    // file stem in CacheDir()/kernels: <name>.cc, <name>.so / <name>
   bool shared = true;  // shared object (kernels) or executable (probes)
+  // When set, the system headers of the CPU templates (PreludeSource()) are precompiled once
+  // into CacheDir()/kernels/<prelude>.h.gch and force-included: parsing them, <immintrin.h>
+  // above all, is most of a kernel's compile. The name must change with anything the header's
+  // compile depends on (compiler, flags, chip). Compilers other than GCC, or a prelude that
+  // fails to build, compile without it: the same object, only slower.
+  std::string prelude;
   double timeout_seconds = 60;
 };
 
@@ -43,6 +49,9 @@ struct CompileResult {
 // Errors: INVALID_ARGUMENT with the tail of the compiler's diagnostics when it rejects the
 // source, DEADLINE_EXCEEDED when it runs past the timeout, INTERNAL/UNAVAILABLE otherwise.
 absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRequest& req);
+
+// The header CompileRequest::prelude precompiles: the system headers CPU kernels include.
+const char* PreludeSource();
 
 // Last `max_chars` characters of `text`, prefixed with "..." when cut.
 std::string Tail(const std::string& text, size_t max_chars);

@@ -58,10 +58,11 @@ class CpuDevice final : public Device {
     req.defines.emplace_back("KILN_RT_HOSTED", 1);
     const std::string hash = kernel.Hash();
     // The object depends on the compiler, its flags and (through -march=native) the chip too.
-    req.name = absl::StrCat(
-        hash, "-",
+    const std::string build =
         HexHash(toolchain->Describe() + " -DKILN_RT_HOSTED" + fp_.model() + fp_.chip_type())
-            .substr(0, 8));
+            .substr(0, 8);
+    req.name = absl::StrCat(hash, "-", build);
+    req.prelude = absl::StrCat("prelude-", HexHash(PreludeSource()).substr(0, 8), "-", build);
     auto built = CompileCached(*toolchain, req);
     if (!built.ok()) return built.status();
     CompiledKernel out;

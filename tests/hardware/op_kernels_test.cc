@@ -2,7 +2,9 @@
 // configurations, verified against the reference on round and odd shapes; so is its LibTorch
 // baseline. (The differential table of DESIGN.md §10 for the cpu backend.)
 #include <array>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "codegen/cpu/op_templates.h"
 #include "codegen/kernel_template.h"
@@ -70,21 +72,46 @@ MeasureOptions VerifyOnly() {
   return o;
 }
 
+// One kernel to verify: a template at a configuration on a workload; `what` names it in a
+// failure.
+struct Variant {
+  const codegen::KernelTemplate* tmpl;
+  v1::Workload w;
+  codegen::Config config;
+  std::string what;
+};
+
 class OpKernelsTest : public ::testing::TestWithParam<Case> {
  protected:
-  // Renders `w` at `config` with the CPU template, compiles it and expects it to verify; `what`
-  // names the case in a failure.
-  static void ExpectVerifies(const codegen::KernelTemplate& tmpl, const v1::Workload& w,
-                             const codegen::Config& config, const std::string& what) {
+  // Renders and compiles every variant on all cores at once, as a worker does (compiles overlap
+  // compiles, never a measurement), then measures each in turn and expects it to verify.
+  static void ExpectAllVerify(const std::vector<Variant>& variants) {
     const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
-    auto kernel = tmpl.Render(w, config, traits);
-    ASSERT_TRUE(kernel.ok()) << what << " " << kernel.status();
-    auto compiled = device_->Compile(*kernel);
-    ASSERT_TRUE(compiled.ok()) << what << " " << codegen::ConfigKey(config) << ": "
-                               << compiled.status();
-    v1::Measurement m = device_->Measure(w, *compiled, VerifyOnly());
-    EXPECT_EQ(m.status(), v1::OK) << what << " " << codegen::ConfigKey(config) << ": "
-                                  << m.message();
+    std::vector<absl::StatusOr<CompiledKernel>> compiled(variants.size(),
+                                                         absl::UnknownError("not compiled"));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < variants.size(); i = next++) {
+        const Variant& v = variants[i];
+        auto kernel = v.tmpl->Render(v.w, v.config, traits);
+        compiled[i] = kernel.ok() ? device_->Compile(*kernel)
+                                  : absl::StatusOr<CompiledKernel>(kernel.status());
+      }
+    };
+    std::vector<std::thread> threads;
+    const size_t n = std::min<size_t>(variants.size(), std::thread::hardware_concurrency());
+    for (size_t i = 0; i < std::max<size_t>(n, 1); ++i) threads.emplace_back(work);
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      const std::string name = v.what + " " + codegen::ConfigKey(v.config);
+      if (!compiled[i].ok()) {
+        ADD_FAILURE() << name << ": " << compiled[i].status();
+        continue;
+      }
+      v1::Measurement m = device_->Measure(v.w, *compiled[i], VerifyOnly());
+      EXPECT_EQ(m.status(), v1::OK) << name << ": " << m.message();
+    }
   }
   static void SetUpTestSuite() {
     auto d = OpenDevice("cpu");
@@ -112,7 +139,9 @@ TEST_P(OpKernelsTest, DefaultAndRandomConfigsVerify) {
   std::vector<codegen::Config> all = space.EnumerateValid();
   std::mt19937 rng(std::hash<std::string>()(key));
   configs.push_back(all[rng() % all.size()]);
-  for (const auto& config : configs) ExpectVerifies(**tmpl, *w, config, key);
+  std::vector<Variant> variants;
+  for (const auto& config : configs) variants.push_back({*tmpl, *w, config, key});
+  ExpectAllVerify(variants);
   v1::Measurement base = device_->MeasureBaseline(*w, VerifyOnly());
   EXPECT_EQ(base.status(), v1::OK)
       << key << " " << device_->BaselineName(*w) << ": " << base.message();
@@ -124,6 +153,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpKernelsTest, ::testing::ValuesIn(kCases));
 // not, each row-panel height, with and without prefetch, one column block and several.
 TEST_F(OpKernelsTest, QuantizedGemmEveryPathVerifies) {
   const auto traits = codegen::TraitsFromFingerprint(device_->Fingerprint());
+  std::vector<Variant> variants;
   for (const char* dtype : {"int8", "int4"}) {
     auto w = codegen::ParseWorkload("gemm", "M=7,N=45,K=96", dtype);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -135,9 +165,10 @@ TEST_F(OpKernelsTest, QuantizedGemmEveryPathVerifies) {
         for (int64_t nb : {16, 64}) {
           const codegen::Config c = {
               {"NT", traits.cores}, {"NB", nb}, {"MR", mr}, {"AQ", aq}, {"PF", mr == 2 ? 512 : 0}};
-          ExpectVerifies(**tmpl, *w, c, dtype);
+          variants.push_back({*tmpl, *w, c, dtype});
         }
   }
+  ExpectAllVerify(variants);
 }
 
 // The register-blocked bf16 GEMM on an odd shape (K odd, ragged row and column tiles) along its
@@ -151,6 +182,7 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
   auto tmpl = codegen::FindTemplate(*w, "cpu");
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   ASSERT_EQ((*tmpl)->name(), "cpu-gemm-bf16");
+  std::vector<Variant> variants;
   // The tiles this chip's knob space offers: AVX-512 (32 registers) or AVX2 (16).
   const bool wide = traits.vector_registers >= 32;
   const std::vector<int64_t> nrs = wide ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16};
@@ -162,7 +194,7 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
         if (mr * nr > 28 * 16) continue;
         const codegen::Config c = {{"NT", traits.cores}, {"MR", mr},  {"NR", nr},
                                    {"KC", kc},           {"NC", 128}, {"MT", mr == 4 ? 4 : 8}};
-        ExpectVerifies(**tmpl, *w, c, "silu");
+        variants.push_back({*tmpl, *w, c, "silu"});
       }
   // The other epilogues, applied in registers on the last K slice (one slice and several).
   for (const char* epilogue : {"", "bias", "gelu", "residual"})
@@ -171,8 +203,9 @@ TEST_F(OpKernelsTest, Bf16BlockedGemmEveryPathVerifies) {
       const codegen::Config c = {
           {"NT", traits.cores}, {"MR", wide ? 12 : 5}, {"NR", wide ? 32 : 16},
           {"KC", kc},           {"NC", 128},           {"MT", 4}};
-      ExpectVerifies(**tmpl, *w, c, epilogue);
+      variants.push_back({*tmpl, *w, c, epilogue});
     }
+  ExpectAllVerify(variants);
 }
 
 // K must be whole groups of 32 for a quantized format: refused, naming K and the group.
@@ -197,6 +230,7 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
   const std::vector<std::array<int64_t, 5>> cases = {
       {1, 1, 0, 2, 16}, {1, 2, 2, 1, 8},  {4, 1, 1, 2, 16}, {32, 4, 2, 2, 8},
       {4, 2, 1, 1, 8},  {4, 1, 2, 1, 16}, {1, 4, 1, 1, 16}, {2, 2, 2, 1, 16}};
+  std::vector<Variant> variants;
   for (const char* shape : shapes) {
     auto w = codegen::ParseWorkload("attention_decode", shape);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -210,9 +244,10 @@ TEST_F(OpKernelsTest, AttentionDecodeSplitsAndPrefetchVerify) {
       config["PF"] = pf;
       config["PFL"] = pfl;
       if (config.count("VEC")) config["VEC"] = vec;
-      ExpectVerifies(**tmpl, *w, config, shape);
+      variants.push_back({*tmpl, *w, config, shape});
     }
   }
+  ExpectAllVerify(variants);
 }
 
 // A wrong kernel is caught: the scan without its skip connection fails verification.
