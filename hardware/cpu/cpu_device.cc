@@ -62,7 +62,10 @@ class CpuDevice final : public Device {
         HexHash(toolchain->Describe() + " -DKILN_RT_HOSTED" + fp_.model() + fp_.chip_type())
             .substr(0, 8);
     req.name = absl::StrCat(hash, "-", build);
-    req.prelude = absl::StrCat("prelude-", HexHash(PreludeSource()).substr(0, 8), "-", build);
+    // Loading the precompiled prelude costs more than parsing light headers saves: only a
+    // kernel that includes <immintrin.h> (whose parse dominates its compile) uses it.
+    if (kernel.source.find("<immintrin.h>") != std::string::npos)
+      req.prelude = absl::StrCat("prelude-", HexHash(PreludeSource()).substr(0, 8), "-", build);
     auto built = CompileCached(*toolchain, req);
     if (!built.ok()) return built.status();
     CompiledKernel out;
