@@ -1,6 +1,8 @@
 #include "agent/strategy.h"
 
 #include <cstdlib>
+#include <list>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -100,9 +102,90 @@ absl::Status CheckStrategyName(const std::string& name) {
                    absl::StrJoin(StrategyNames(), ", "), " (policy:CHECKPOINT to warm-start)"));
 }
 
+namespace {
+
+// What determines a task's space: the template (chip kind and workload), the chip traits it
+// was sized for, and the domains and rules left after the job's pins, exclusions and ranges
+// (every constraint's closure captures only values of the workload and the traits).
+std::string SpaceSignature(const StrategyContext& context) {
+  const codegen::ChipTraits t = codegen::TraitsFromFingerprint(context.chip);
+  const v1::Workload& w = context.workload;
+  std::string key =
+      absl::StrCat(context.chip.kind(), "|", w.op(), ",", w.dtype(), ",", w.epilogue(), "|",
+                   t.vector_floats, ",", t.vector_registers, ",", t.cores, ",", t.l1d_bytes, ",",
+                   t.l2_bytes, ",", t.l3_bytes, ",", t.local_mem_bytes, ",", t.max_work_group_size);
+  const std::map<std::string, int64_t> dims(w.dims().begin(), w.dims().end());
+  for (const auto& [name, value] : dims) absl::StrAppend(&key, "|", name, "=", value);
+  for (const codegen::Knob& k : context.space.knobs())
+    absl::StrAppend(&key, "|", k.name, "=", absl::StrJoin(k.values, ","),
+                    k.absent_means ? absl::StrCat("/", *k.absent_means) : "");
+  for (const codegen::Constraint& c : context.space.constraints())
+    absl::StrAppend(&key, "|", c.rule);
+  return key;
+}
+
+// Indexes built lately, shared by the tasks of every job on the same space: enumerating a large
+// sparse space (a GEMM's, up to 16M points) is seconds of the coordinator's CPU, and the next job
+// on a model, an extension or a re-run, asks for the same spaces again. Each index is immutable.
+// The most recent ones are kept while their rows stay under a budget; older ones live on only
+// while a strategy still holds them.
+class IndexCache {
+ public:
+  std::shared_ptr<const SpaceIndex> Get(const StrategyContext& context) {
+    const std::string key = SpaceSignature(context);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = live_.find(key); it != live_.end())
+        if (auto index = it->second.lock()) {
+          Keep(key, index);
+          return index;
+        }
+    }
+    // Built outside the lock: two tasks on one new space may both build it (the same index).
+    auto index = SpaceIndex::Build(context.space, nullptr, kEnumerateLimit);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = live_.begin(); it != live_.end();)
+      it = it->second.expired() ? live_.erase(it) : std::next(it);
+    live_[key] = index;
+    Keep(key, index);
+    return index;
+  }
+
+ private:
+  static constexpr size_t kKeptRows = 1 << 20;
+  static constexpr size_t kKeptIndexes = 32;
+  void Keep(const std::string& key, const std::shared_ptr<const SpaceIndex>& index) {
+    for (auto it = recent_.begin(); it != recent_.end(); ++it)
+      if (it->first == key) {
+        recent_.erase(it);
+        break;
+      }
+    recent_.emplace_front(key, index);
+    size_t rows = 0, n = 0;
+    for (auto it = recent_.begin(); it != recent_.end(); ++it, ++n) {
+      rows += it->second->rows().size();
+      if (n > 0 && (rows > kKeptRows || n >= kKeptIndexes)) {
+        recent_.erase(it, recent_.end());
+        break;
+      }
+    }
+  }
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<const SpaceIndex>> live_;
+  std::list<std::pair<std::string, std::shared_ptr<const SpaceIndex>>> recent_;
+};
+
+}  // namespace
+
 std::shared_ptr<const SpaceIndex> IndexFor(const StrategyContext& context) {
   if (context.index) return context.index;
-  return SpaceIndex::Build(context.space, nullptr, kEnumerateLimit);
+  // Only a template's space is shared: a replay chip's travels in its fingerprint, and a space
+  // built by hand (tests, benchmarks) has no chip or workload to tell it from another.
+  if (context.chip.kind().empty() || context.chip.kind() == "replay" ||
+      context.workload.op() == v1::OP_KIND_UNSPECIFIED)
+    return SpaceIndex::Build(context.space, nullptr, kEnumerateLimit);
+  static auto* cache = new IndexCache;
+  return cache->Get(context);
 }
 
 absl::StatusOr<std::unique_ptr<Strategy>> NewStrategy(const std::string& name,

@@ -73,6 +73,7 @@ Config FromProto(const v1::Config& config);
 v1::Config ToProto(const Config& config);
 
 // What the knob spaces need to know about a chip, derived from its fingerprint.
+// (A field added here joins the space signature of agent/strategy.cc, which shares indexes.)
 struct ChipTraits {
   int vector_floats = 8;      // fp32 lanes per SIMD register (8 AVX2, 16 AVX-512)
   int vector_registers = 16;  // architectural SIMD registers

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,23 +62,22 @@ std::vector<std::string> BaseFlags(const Toolchain& tc, bool shared) {
   return argv;
 }
 
-// Builds <dir>/<stem>.h and its precompiled <stem>.h.gch once per process (both written
-// atomically, so processes sharing the cache may race harmlessly); returns the header to
-// force-include, or "" when there is none to use (not GCC, or its build failed: compiles go on
-// without it). GCC checks a .gch against each compile's options and falls back to the text
-// when they differ, so a stale one costs time, never correctness.
+// Builds <dir>/<stem>.h and its precompiled <stem>.h.gch unless both are there (both written
+// atomically, so processes sharing the cache may race harmlessly; checked on every call, since
+// the cache may be deleted at any time); returns the header to force-include, or "" when there
+// is none to use (not GCC, or its build failed once in this process: compiles go on without
+// it). GCC checks a .gch against each compile's options and reads the text when they differ, so
+// a stale one costs time, never correctness.
 std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std::string& stem,
                           bool shared, double timeout_seconds) {
   if (tc.version.find("clang") != std::string::npos) return "";
   static std::mutex mu;
-  static std::map<std::string, std::string>* built = new std::map<std::string, std::string>;
+  static std::set<std::string>* failed = new std::set<std::string>;
   const std::string header = absl::StrCat(dir, "/", stem, ".h");
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = built->find(header); it != built->end()) return it->second;
-  std::string& result = (*built)[header];
   const std::string gch = header + ".gch";
-  if (fs::exists(gch) && fs::exists(header)) return result = header;
-  if (!WriteAtomically(header, PreludeSource()).ok()) return result;
+  std::lock_guard<std::mutex> lock(mu);
+  if (failed->count(header)) return "";
+  if (fs::exists(gch) && fs::exists(header)) return header;
   static std::atomic<int> counter{0};
   const std::string tmp = absl::StrCat(gch, ".tmp.", getpid(), ".", counter++);
   std::vector<std::string> argv = BaseFlags(tc, shared);
@@ -86,13 +85,17 @@ std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std
   SubprocessOptions opts;
   opts.timeout_seconds = timeout_seconds;
   std::error_code ec;
-  if (!RunSubprocess(argv, opts).ok()) {
+  if (!WriteAtomically(header, PreludeSource()).ok() || !RunSubprocess(argv, opts).ok()) {
     fs::remove(tmp, ec);
-    return result;
+    failed->insert(header);
+    return "";
   }
   fs::rename(tmp, gch, ec);
-  if (ec) return result;
-  return result = header;
+  if (ec) {
+    failed->insert(header);
+    return "";
+  }
+  return header;
 }
 
 }  // namespace

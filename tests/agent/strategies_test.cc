@@ -5,6 +5,8 @@
 #include <set>
 
 #include "agent/strategy.h"
+#include "codegen/kernel_template.h"
+#include "codegen/workload.h"
 #include "gtest/gtest.h"
 
 namespace kiln::agent {
@@ -182,6 +184,42 @@ TEST(StrategyContext, LargeSpacesAreSampledNotEnumerated) {
       (*s)->Observe({{p[0], v1::OK, cost}});
     }
   }
+}
+
+}  // namespace
+}  // namespace kiln::agent
+
+namespace kiln::agent {
+namespace {
+
+// A template's space on a chip, as the coordinator builds a task's context.
+StrategyContext TemplateContext(const std::string& shape, int cores) {
+  StrategyContext c;
+  c.chip.set_kind("cpu");
+  c.chip.set_cores(cores);
+  c.chip.add_isa_features("avx2");
+  c.chip.add_isa_features("fma");
+  c.workload = *codegen::ParseWorkload("gemm", shape);
+  c.space = *codegen::SpaceFor(c.workload, c.chip);
+  c.persist = false;
+  return c;
+}
+
+// Tasks on one template space share its index (enumerated once); another shape, other chip
+// traits, a narrowed domain or a space built by hand get their own.
+TEST(IndexForTest, SharesATemplateSpaceAndNothingElse) {
+  const StrategyContext a = TemplateContext("M=8,N=512,K=256", 2);
+  auto index = IndexFor(a);
+  EXPECT_EQ(IndexFor(TemplateContext("M=8,N=512,K=256", 2)).get(), index.get());
+  EXPECT_NE(IndexFor(TemplateContext("M=8,N=512,K=512", 2)).get(), index.get());
+  EXPECT_NE(IndexFor(TemplateContext("M=8,N=512,K=256", 4)).get(), index.get());
+  StrategyContext pinned = a;
+  ASSERT_TRUE(pinned.space.Pin("NT", 1).ok());
+  auto narrowed = IndexFor(pinned);
+  EXPECT_NE(narrowed.get(), index.get());
+  for (const Row& r : narrowed->rows()) EXPECT_EQ(narrowed->ToConfig(r).at("NT"), 1);
+  StrategyContext by_hand = Synthetic(1);
+  EXPECT_NE(IndexFor(by_hand).get(), IndexFor(by_hand).get());
 }
 
 }  // namespace

@@ -94,6 +94,17 @@ TEST_F(ToolchainTest, AnUnusablePrecompiledPreludeFallsBackToTheText) {
   EXPECT_TRUE(ReadAll(built->path) == PlainObject("stale")) << "the objects differ";
 }
 
+// The cache may be deleted at any time, prelude and all: the next compile builds it again.
+TEST_F(ToolchainTest, ACacheDeletedMeanwhileIsRebuilt) {
+  ASSERT_TRUE(CompileCached(tc_, Request("first", "prelude-d")).ok());
+  std::error_code ec;
+  fs::remove_all(dir_ + "/kernels", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto again = CompileCached(tc_, Request("second", "prelude-d"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(fs::exists(dir_ + "/kernels/prelude-d.h.gch"));
+}
+
 // A compile error still names the source's problem with the prelude in front of it.
 TEST_F(ToolchainTest, CompileErrorsStillReachTheCaller) {
   CompileRequest req = Request("broken", "prelude-c");
