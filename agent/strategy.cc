@@ -152,7 +152,7 @@ class IndexCache {
   }
 
  private:
-  static constexpr size_t kKeptRows = 1 << 20;
+  static constexpr size_t kKeptRows = 1 << 18;
   static constexpr size_t kKeptIndexes = 32;
   void Keep(const std::string& key, const std::shared_ptr<const SpaceIndex>& index) {
     for (auto it = recent_.begin(); it != recent_.end(); ++it)

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 #include "common/subprocess.h"
 
 namespace kiln::hardware {
@@ -68,14 +70,23 @@ std::vector<std::string> BaseFlags(const Toolchain& tc, bool shared) {
 // is none to use (not GCC, or its build failed once in this process: compiles go on without
 // it). GCC checks a .gch against each compile's options and reads the text when they differ, so
 // a stale one costs time, never correctness.
+struct PreludeState {
+  std::mutex mu;
+  std::set<std::string> failed;  // headers not to use again in this process
+};
+PreludeState& Preludes() {
+  static auto* state = new PreludeState;
+  return *state;
+}
+
 std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std::string& stem,
                           bool shared, double timeout_seconds) {
   if (tc.version.find("clang") != std::string::npos) return "";
-  static std::mutex mu;
-  static std::set<std::string>* failed = new std::set<std::string>;
   const std::string header = absl::StrCat(dir, "/", stem, ".h");
   const std::string gch = header + ".gch";
-  std::lock_guard<std::mutex> lock(mu);
+  PreludeState& state = Preludes();
+  std::lock_guard<std::mutex> lock(state.mu);
+  std::set<std::string>* failed = &state.failed;
   if (failed->count(header)) return "";
   if (fs::exists(gch) && fs::exists(header)) return header;
   static std::atomic<int> counter{0};
@@ -158,25 +169,38 @@ absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRe
     result.seconds = elapsed();
     return result;
   }
+  std::string header;  // the precompiled prelude, built (once) before the source is written
+  if (!req.prelude.empty())
+    header = EnsurePrelude(tc, dir, req.prelude, req.shared, std::min(req.timeout_seconds, 60.0));
   const std::string src = absl::StrCat(dir, "/", req.name, ".cc");
-  absl::Status wrote = WriteAtomically(src, req.source);
-  if (!wrote.ok()) return wrote;
-
   static std::atomic<int> counter{0};
   const std::string tmp = absl::StrCat(result.path, ".tmp.", getpid(), ".", counter++);
-  std::vector<std::string> argv = BaseFlags(tc, req.shared);
-  if (!req.prelude.empty()) {
-    const std::string header = EnsurePrelude(tc, dir, req.prelude, req.shared, req.timeout_seconds);
-    if (!header.empty()) argv.insert(argv.end(), {"-include", header});
+  auto compile = [&](const std::string& prelude) -> absl::StatusOr<SubprocessResult> {
+    absl::Status wrote = WriteAtomically(src, req.source);
+    if (!wrote.ok()) return wrote;
+    std::vector<std::string> argv = BaseFlags(tc, req.shared);
+    if (!prelude.empty()) argv.insert(argv.end(), {"-include", prelude});
+    for (const auto& [name, value] : req.defines)
+      argv.push_back(absl::StrCat("-D", name, "=", value));
+    argv.insert(argv.end(), {"-o", tmp, src});
+    if (req.shared) argv.insert(argv.end(), {"-lm", "-lgcc_s", "-lgcc", "-lc"});
+    SubprocessOptions opts;
+    opts.timeout_seconds = req.timeout_seconds;
+    return RunSubprocess(argv, opts);
+  };
+  ASSIGN_OR_RETURN(SubprocessResult r, compile(header));
+  // A compile that fails with the prelude is tried once more without it, so the prelude only
+  // ever costs time: a .gch the compiler stops at instead of reading the text, or a cache
+  // deleted meanwhile, must not become a kernel's recorded compile error. A prelude still in
+  // place that failed where the text compiles is not used again in this process.
+  if (!r.ok() && r.started && !r.timed_out && !header.empty()) {
+    ASSIGN_OR_RETURN(r, compile(""));
+    if (r.ok() && fs::exists(header + ".gch")) {
+      PreludeState& state = Preludes();
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.failed.insert(header);
+    }
   }
-  for (const auto& [name, value] : req.defines)
-    argv.push_back(absl::StrCat("-D", name, "=", value));
-  argv.insert(argv.end(), {"-o", tmp, src});
-  if (req.shared) argv.insert(argv.end(), {"-lm", "-lgcc_s", "-lgcc", "-lc"});
-
-  SubprocessOptions opts;
-  opts.timeout_seconds = req.timeout_seconds;
-  SubprocessResult r = RunSubprocess(argv, opts);
   if (!r.ok()) {
     fs::remove(tmp, ec);
     if (!r.started) return absl::UnavailableError(absl::StrCat("compiler: ", r.Describe()));

@@ -94,6 +94,20 @@ TEST_F(ToolchainTest, AnUnusablePrecompiledPreludeFallsBackToTheText) {
   EXPECT_TRUE(ReadAll(built->path) == PlainObject("stale")) << "the objects differ";
 }
 
+// A prelude that breaks the compile (here a header the compiler reads as text, since its .gch
+// is unusable, and that fails) costs a second compile, never the kernel: the kernel compiles
+// without it, and later compiles in this process skip it.
+TEST_F(ToolchainTest, ACompileThePreludeBreaksIsDoneWithoutIt) {
+  fs::create_directories(dir_ + "/kernels");
+  std::ofstream(dir_ + "/kernels/prelude-e.h") << "#error a broken prelude\n";
+  std::ofstream(dir_ + "/kernels/prelude-e.h.gch") << "not a precompiled header";
+  for (const char* name : {"broken-prelude-1", "broken-prelude-2"}) {
+    auto built = CompileCached(tc_, Request(name, "prelude-e"));
+    ASSERT_TRUE(built.ok()) << name << ": " << built.status();
+    EXPECT_TRUE(ReadAll(built->path) == PlainObject(name)) << name << ": the objects differ";
+  }
+}
+
 // The cache may be deleted at any time, prelude and all: the next compile builds it again.
 TEST_F(ToolchainTest, ACacheDeletedMeanwhileIsRebuilt) {
   ASSERT_TRUE(CompileCached(tc_, Request("first", "prelude-d")).ok());
