@@ -36,10 +36,15 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
+// A name beside `path`, unique to this process and call, to write to and rename over `path`.
+std::string TempNameFor(const std::string& path) {
+  static std::atomic<int> counter{0};
+  return absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
+}
+
 // Writes `text` to `path` through a temporary file and a rename.
 absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  static std::atomic<int> counter{0};
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
+  std::string tmp = TempNameFor(path);
   {
     std::ofstream out(tmp, std::ios::binary);
     out << text;
@@ -64,12 +69,6 @@ std::vector<std::string> BaseFlags(const Toolchain& tc, bool shared) {
   return argv;
 }
 
-// Builds <dir>/<stem>.h and its precompiled <stem>.h.gch unless both are there (both written
-// atomically, so processes sharing the cache may race harmlessly; checked on every call, since
-// the cache may be deleted at any time); returns the header to force-include, or "" when there
-// is none to use (not GCC, or its build failed once in this process: compiles go on without
-// it). GCC checks a .gch against each compile's options and reads the text when they differ, so
-// a stale one costs time, never correctness.
 struct PreludeState {
   std::mutex mu;
   std::set<std::string> failed;  // headers not to use again in this process
@@ -79,6 +78,12 @@ PreludeState& Preludes() {
   return *state;
 }
 
+// Builds <dir>/<stem>.h and its precompiled <stem>.h.gch unless both are there (both written
+// atomically, so processes sharing the cache may race harmlessly; checked on every call, since
+// the cache may be deleted at any time); returns the header to force-include, or "" when there
+// is none to use (not GCC, or its build failed once in this process: compiles go on without
+// it). GCC checks a .gch against each compile's options and reads the text when they differ, so
+// a stale one costs time, never correctness.
 std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std::string& stem,
                           bool shared, double timeout_seconds) {
   if (tc.version.find("clang") != std::string::npos) return "";
@@ -86,11 +91,10 @@ std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std
   const std::string gch = header + ".gch";
   PreludeState& state = Preludes();
   std::lock_guard<std::mutex> lock(state.mu);
-  std::set<std::string>* failed = &state.failed;
-  if (failed->count(header)) return "";
+  std::set<std::string>& failed = state.failed;
+  if (failed.count(header)) return "";
   if (fs::exists(gch) && fs::exists(header)) return header;
-  static std::atomic<int> counter{0};
-  const std::string tmp = absl::StrCat(gch, ".tmp.", getpid(), ".", counter++);
+  const std::string tmp = TempNameFor(gch);
   std::vector<std::string> argv = BaseFlags(tc, shared);
   argv.insert(argv.end(), {"-x", "c++-header", "-o", tmp, header});
   SubprocessOptions opts;
@@ -98,12 +102,12 @@ std::string EnsurePrelude(const Toolchain& tc, const std::string& dir, const std
   std::error_code ec;
   if (!WriteAtomically(header, PreludeSource()).ok() || !RunSubprocess(argv, opts).ok()) {
     fs::remove(tmp, ec);
-    failed->insert(header);
+    failed.insert(header);
     return "";
   }
   fs::rename(tmp, gch, ec);
   if (ec) {
-    failed->insert(header);
+    failed.insert(header);
     return "";
   }
   return header;
@@ -173,8 +177,7 @@ absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRe
   if (!req.prelude.empty())
     header = EnsurePrelude(tc, dir, req.prelude, req.shared, std::min(req.timeout_seconds, 60.0));
   const std::string src = absl::StrCat(dir, "/", req.name, ".cc");
-  static std::atomic<int> counter{0};
-  const std::string tmp = absl::StrCat(result.path, ".tmp.", getpid(), ".", counter++);
+  const std::string tmp = TempNameFor(result.path);
   auto compile = [&](const std::string& prelude) -> absl::StatusOr<SubprocessResult> {
     absl::Status wrote = WriteAtomically(src, req.source);
     if (!wrote.ok()) return wrote;
