@@ -16,7 +16,8 @@ namespace kiln::hardware {
 namespace {
 
 // A backend this build lacks: its specs are refused with the reason, not "unknown device".
-Backend Absent(std::string kind, std::string what) {
+// Unused in a build that has every backend.
+[[maybe_unused]] Backend Absent(std::string kind, std::string what) {
   return IndexedBackend(
       kind,
       [kind, what](int, const v1::ChipFingerprint*) -> absl::StatusOr<std::unique_ptr<Device>> {

@@ -61,10 +61,10 @@ std::vector<std::string> BaseFlags(const Toolchain& tc, bool shared) {
   std::vector<std::string> argv = {tc.compiler};
   argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
   // A shared kernel is linked against the C runtime only, not the C++ one: reading libstdc++'s
-  // symbol table was 0.09 s of every kernel's ~0.5 s compile (GCC 12, GNU ld). A kernel is only
-  // ever loaded into a C++ host (the worker's trial process, the step runner, the benchmarks,
-  // the tests), so the few C++ runtime symbols a kernel may use (__cxa_thread_atexit for the
-  // GEMM's per-thread scratch) are resolved from the host when it loads the kernel.
+  // symbol table is a fixed cost on every link, a sizeable share of a small kernel's compile. A
+  // kernel is only ever loaded into a C++ host (the worker's trial process, the step runner, the
+  // benchmarks, the tests), so the few C++ runtime symbols a kernel may use (__cxa_thread_atexit
+  // for the GEMM's per-thread scratch) are resolved from the host when it loads the kernel.
   if (shared) argv.insert(argv.end(), {"-shared", "-fPIC", "-nodefaultlibs"});
   return argv;
 }

@@ -64,6 +64,9 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
       clock_(clock),
       metrics_(metrics),
       options_(options),
+      executor_(std::make_unique<PollExecutor>(options.poll_threads)),
+      proposal_waiters_(executor_.get()),
+      event_waiters_(executor_.get()),
       rng_(options.seed ? options.seed
                         : static_cast<uint64_t>(clock->NowMs()) ^
                               std::chrono::steady_clock::now().time_since_epoch().count()),
@@ -75,9 +78,6 @@ Coordinator::Coordinator(Store* store, const Clock* clock, CoordinatorMetrics* m
                   [this](JobEntry& job, v1::JobEvent::Kind kind, int task,
                          const v1::Measurement* best) { PushEventLocked(job, kind, task, best); },
                   [this](JobEntry& job) { UpdateBestTokensLocked(job); }}),
-      executor_(std::make_unique<PollExecutor>(options.poll_threads)),
-      proposal_waiters_(executor_.get()),
-      event_waiters_(executor_.get()),
       jobs_outside_memory_(options.read_only) {}
 
 Coordinator::~Coordinator() {

@@ -18,8 +18,9 @@ using ::testing::Not;
 
 // KILN_REPORT_TEST_OUT=DIR keeps the pages rendered here, to look at them in a browser.
 void Keep(const std::string& html, const std::string& name) {
-  if (const char* dir = std::getenv("KILN_REPORT_TEST_OUT"))
+  if (const char* dir = std::getenv("KILN_REPORT_TEST_OUT")) {
     ASSERT_TRUE(WriteReportFile(html, std::string(dir) + "/" + name).ok());
+  }
 }
 
 size_t Count(const std::string& text, const std::string& what) {

@@ -206,7 +206,9 @@ TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
   EXPECT_EQ(decode[1].at("PFN"), 0);
   // N=14336 on two cores: 14 column blocks of 1024, not 7 of 2048 or 10 of 1536 (one a third).
   for (const Config& c : Template().StartingConfigs(Gemm("M=16,N=14336,K=4096"), Avx512Traits()))
-    if (14336 % c.at("NR") == 0) EXPECT_EQ(c.at("NC"), 1024) << ConfigKey(c);
+    if (14336 % c.at("NR") == 0) {
+      EXPECT_EQ(c.at("NC"), 1024) << ConfigKey(c);
+    }
   const std::vector<Config> batch =
       Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx512Traits());
   ASSERT_FALSE(batch.empty());

@@ -25,7 +25,9 @@ TEST(ParallelRunsTest, RunsEveryItemOnceAndNamesTheNextOne) {
         ASSERT_TRUE(next[i] == -1 || next[i] == i + 1)
             << "item " << i << " named " << next[i] << " as next (n " << n << ", nt " << nt << ")";
       }
-      if (n > 0) EXPECT_EQ(next[n - 1], -1) << "the last item has no next";
+      if (n > 0) {
+        EXPECT_EQ(next[n - 1], -1) << "the last item has no next";
+      }
     }
   }
 }

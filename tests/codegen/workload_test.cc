@@ -109,9 +109,10 @@ TEST(OperatorTable, OneEntryPerOperatorKind) {
     EXPECT_NE(std::string(op.meaning), "") << OpName(op.kind);
   }
   for (int i = 1; i <= v1::OpKind_MAX; ++i)
-    if (v1::OpKind_IsValid(i))
+    if (v1::OpKind_IsValid(i)) {
       EXPECT_TRUE(seen.count(static_cast<v1::OpKind>(i)))
           << OpName(static_cast<v1::OpKind>(i)) << " is missing from codegen/op_table.cc";
+    }
 }
 
 }  // namespace kiln::codegen

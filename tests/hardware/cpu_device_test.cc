@@ -168,8 +168,10 @@ TEST_F(CpuDeviceTest, BaselineTimesEveryRouteAndKeepsTheFastest) {
       EXPECT_GT(r.median_us(), 0) << r.name();
       EXPECT_GE(r.samples_us_size(), 1) << r.name();
       if (r.status() == v1::OK) fastest = std::min(fastest, r.median_us());
-      if (r.name().find("-nk") != std::string::npos || r.name().find("packed") != std::string::npos)
+      if (r.name().find("-nk") != std::string::npos ||
+          r.name().find("packed") != std::string::npos) {
         EXPECT_GT(r.prepack_us(), 0) << r.name() << ": its layout is made ahead of time";
+      }
     }
     for (const std::string& want : c.routes)
       EXPECT_TRUE(names.count(want)) << codegen::WorkloadKey(c.w) << " lacks " << want;

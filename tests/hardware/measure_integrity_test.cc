@@ -138,7 +138,9 @@ TEST(GemmIntegrityTest, GemmThatStopsComputingAfterItsFirstCallsIsWrongResult) {
         chip, opts);
     EXPECT_EQ(ok.status(), v1::OK) << ok.message();
     EXPECT_GE(ok.samples_us_size(), opts.min_samples);
-    if (!warm) EXPECT_GT(outputs.size(), 2u);  // rotating sets: poisoned around the cache
+    if (!warm) {
+      EXPECT_GT(outputs.size(), 2u);  // rotating sets: poisoned around the cache
+    }
   }
 }
 

@@ -138,8 +138,9 @@ TEST_F(StepRunnerTest, QuantizedStepMatchesLibTorchOnTheDequantizedWeights) {
       auto graph = codegen::BuildStepGraph(arch, "decode", 1, 9, 7, dtype);
       ASSERT_TRUE(graph.ok()) << graph.status();
       for (const auto& op : graph->layer)
-        if (op.workload.op() == v1::MOE_GEMM || op.role == "qkv_proj")
+        if (op.workload.op() == v1::MOE_GEMM || op.role == "qkv_proj") {
           EXPECT_EQ(op.workload.dtype(), dtype) << family << " " << op.role;
+        }
       auto out = RunCpuStepOnce(Request(arch, "decode", 1, dtype), device_->Fingerprint());
       ASSERT_TRUE(out.ok()) << family << ": " << out.status();
       const Gap g = Compare(out->kiln, out->torch);
@@ -234,7 +235,9 @@ TEST_F(StepRunnerTest, StepReportsItsKernelsTimesAndAProbeSkipsTheBaseline) {
     EXPECT_FALSE(t.roles().empty());
     EXPECT_GE(t.calls_per_step(), 1);
     sum += t.in_step_us() * t.calls_per_step();
-    if (t.roles() == "o_proj") EXPECT_EQ(t.calls_per_step(), 3) << "one a layer, 3 layers";
+    if (t.roles() == "o_proj") {
+      EXPECT_EQ(t.calls_per_step(), 3) << "one a layer, 3 layers";
+    }
   }
   EXPECT_LE(sum, res->step_us() * 1.05);
   EXPECT_GT(sum, res->step_us() * 0.3);

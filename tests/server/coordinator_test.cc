@@ -397,8 +397,9 @@ TEST_F(CoordinatorTest, ASecondJobOnATunedWorkloadIsNotWorse) {
         break;
       }
     EXPECT_GE(task.trials_from_earlier_jobs(), 1) << seed;
-    if (task.best_config().DebugString() == before.best_config().DebugString())
+    if (task.best_config().DebugString() == before.best_config().DebugString()) {
       EXPECT_FALSE(task.best_from_job().empty()) << seed;
+    }
     previous = again;
   }
 }

@@ -120,7 +120,9 @@ TEST_F(RobustnessTest, AReportTheStoreRefusesLeavesTheJobAsItWasAndIsRetried) {
   EXPECT_EQ(Snapshot(*core_->GetJob(id)), before);  // no count, no best, no budget spent
   auto results = *core_->GetResults(id);
   for (const auto& r : results.trials())
-    if (r.id() == t.id()) EXPECT_EQ(r.state(), v1::LEASED) << "the trial is still to be answered";
+    if (r.id() == t.id()) {
+      EXPECT_EQ(r.state(), v1::LEASED) << "the trial is still to be answered";
+    }
   // A lease the store refuses hands nothing out and proposes nothing.
   auto lease = Lease(w);
   EXPECT_FALSE(lease.ok());

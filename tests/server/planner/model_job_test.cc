@@ -286,10 +286,11 @@ TEST_F(ModelJobTest, StepRoundsChooseTheFinalistFastestInsideTheStep) {
     }
     // Tasks whose finalists tie inside the step keep their winners.
     for (int i = 0; i < r.job.tasks_size(); ++i)
-      if (i != 7 && r.job.tasks(i).finalists_size() > 0)
+      if (i != 7 && r.job.tasks(i).finalists_size() > 0) {
         EXPECT_EQ(codegen::ConfigKey(codegen::FromProto(r.job.tasks(i).best_config())),
                   codegen::ConfigKey(codegen::FromProto(r.job.tasks(i).finalists(0).config())))
             << i;
+      }
   }
 }
 

@@ -246,7 +246,9 @@ TEST(HfConfigTest, OverflowingValuesAreRefusedNamingTheField) {
     "num_key_value_heads": 8, "vocab_size": 4194304, "num_local_experts": 4096,
     "num_experts_per_tok": 2})");
   auto plan = PlanModelJob(s);
-  if (plan.ok()) EXPECT_GT(plan->arch.parameters(), 0);
+  if (plan.ok()) {
+    EXPECT_GT(plan->arch.parameters(), 0);
+  }
 }
 
 }  // namespace
