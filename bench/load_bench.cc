@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "common/json_text.h"
 #include "common/lease_pacing.h"
@@ -423,6 +424,7 @@ const char* StateName(kiln::v1::JobState s) { return kiln::v1::JobState_Name(s).
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::DisableMutexDeadlockDetection();  // the simulated workers' gRPC, as kiln-worker's
   Options o;
   auto number = [](const std::string& v, double lo, double hi, const char* flag, double* out) {
     char* end = nullptr;

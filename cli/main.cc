@@ -13,6 +13,7 @@
 #include "cli/local.h"
 #include "cli/token.h"
 #include "cli/usage.h"
+#include "common/daemon.h"
 
 namespace kiln::cli {
 
@@ -34,6 +35,7 @@ int RunAgentTool(char** argv) {
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
+  kiln::DisableMutexDeadlockDetection();  // `tune --local` runs a coordinator in this process
   if (int rc = kiln::cli::MaybeRunTrialChild(argc, argv); rc >= 0) return rc;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "agent") return kiln::cli::RunAgentTool(argv);

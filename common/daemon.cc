@@ -8,8 +8,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace kiln {
+
+void DisableMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 absl::StatusOr<HostPort> ParseHostPort(const std::string& text, const std::string& flag) {
   auto colon = text.rfind(':');

@@ -78,6 +78,7 @@ Setter Millis(const char* flag, int* dst) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::DisableMutexDeadlockDetection();
   // gRPC serves each call on a thread of a pool that grows and shrinks; glibc gives threads
   // arenas of their own (up to 8 a core), and trial-sized allocations freed in one arena are not
   // reused by the next thread's: the resident size grew with every finished job. Two arenas keep

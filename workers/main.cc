@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "workers/worker.h"
 
@@ -31,6 +32,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::DisableMutexDeadlockDetection();
   if (int code = kiln::workers::MaybeTrialChild(argc, argv); code >= 0) return code;
   kiln::workers::WorkerOptions o;
   if (const char* env = std::getenv("KILN_COORDINATOR")) o.coordinator = env;
