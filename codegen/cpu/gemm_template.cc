@@ -1,6 +1,7 @@
 #include "codegen/cpu/gemm_template.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cpu/gemm_source.h"  // generated: kKilnCpuGemmSource
@@ -11,7 +12,7 @@ namespace kiln::codegen {
 namespace {
 
 // Domains. NC includes multiples of 48 (3 AVX-512 vectors) next to the powers of two.
-const std::vector<int64_t> kMR = {1, 2, 3, 4, 6, 8, 12, 14};
+const std::vector<int64_t> kMR = {1, 2, 3, 4, 5, 6, 8, 12, 14};
 const std::vector<int64_t> kNR = {8, 16, 32, 48, 64};
 const std::vector<int64_t> kMC = {16, 32, 64, 128, 256, 512};
 const std::vector<int64_t> kKC = {64, 128, 256, 512, 1024};
@@ -176,7 +177,9 @@ class CpuGemmTemplate final : public KernelTemplate {
   // row panels reread the current micro-panel, docs/benchmarks.md), and the same tile up to four
   // vectors wide with 4 KiB prefetched ahead within the panel (PF=4096; on a Zen 5 VM 1.3-1.5x
   // faster than PFN=1 at M=2-4, while PFN still won at M=16). Many rows (prefill, batches):
-  // compute-bound, so a 6-row tile as wide as the registers allow, A blocks of 128 rows in L2, K
+  // compute-bound, so a 6-row tile as wide as the registers allow (with 16 registers, AVX2, 5
+  // rows first: GCC spills the 6 x 16 tile's registers in the unrolled k loop, and at M=512 on a
+  // Zen 3 VM 5 x 16 ran 1.3-1.6x faster, docs/benchmarks.md), A blocks of 128 rows in L2, K
   // slices of 512 (or 256 with 1024-column panels), the next weight micro-panel prefetched into
   // L2 over the passes of the current one (PFN=1: on a Zen 5 VM 3-9% faster than 1 KiB ahead
   // within the panel at M=128-512, since a micro-panel's first pass otherwise waits on memory).
@@ -213,9 +216,11 @@ class CpuGemmTemplate final : public KernelTemplate {
       wishes.back()["PFN"] = 0;
     }
     if (M >= 16) {
-      for (auto [kc, nc] : {std::pair<int64_t, int64_t>{512, 2048}, {256, 1024}})
-        wishes.push_back({{"MR", 6},
-                          {"NR", WidestNR(6, 4 * vw, chip)},
+      const int64_t first_mr = chip.vector_registers <= 16 ? 5 : 6;
+      for (auto [mr, kc, nc] :
+           {std::tuple<int64_t, int64_t, int64_t>{first_mr, 512, 2048}, {6, 256, 1024}})
+        wishes.push_back({{"MR", mr},
+                          {"NR", WidestNR(mr, 4 * vw, chip)},
                           {"MC", 128},
                           {"KC", kc},
                           {"NC", nc},

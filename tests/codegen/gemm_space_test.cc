@@ -107,7 +107,7 @@ TEST(GemmSpaceTest, RenderNamesTheBrokenRule) {
   } cases[] = {
       {"M=8,N=4096,K=4096", "NR", 8, "NR % 16 == 0"},
       {"M=8,N=4096,K=4096", "NR", 64, "MR*NR/16 <= 28"},
-      {"M=8,N=4096,K=4096", "MR", 5, "knob MR=5 is not in its domain"},
+      {"M=8,N=4096,K=4096", "MR", 7, "knob MR=7 is not in its domain"},
       {"M=8,N=4096,K=4096", "NT", 4, "knob NT=4"},
       {"M=8,N=4096,K=4096", "MC", 64, "MC <= M=8"},
       {"M=8,N=4096,K=4096", "NC", 4096, "NT <= tiles"},
@@ -215,6 +215,14 @@ TEST(GemmSpaceTest, StartingConfigsAreValidOnEveryShape) {
   EXPECT_EQ(batch[0].at("NR"), 64);
   EXPECT_EQ(batch[0].at("PFN"), 1);  // the next weight micro-panel into L2
   EXPECT_EQ(batch[0].at("PF"), 0);
+  EXPECT_EQ(batch[0].at("MR"), 6);
+  // With 16 registers a 5-row tile first (the 6-row one spills), then the 6-row one.
+  const std::vector<Config> avx2 =
+      Template().StartingConfigs(Gemm("M=512,N=4096,K=4096"), Avx2Traits());
+  ASSERT_EQ(avx2.size(), 2u);
+  EXPECT_EQ(avx2[0].at("MR"), 5);
+  EXPECT_EQ(avx2[0].at("NR"), 16);
+  EXPECT_EQ(avx2[1].at("MR"), 6);
 }
 
 TEST(GemmSpaceTest, Avx2RulesDiffer) {
