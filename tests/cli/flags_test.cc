@@ -261,7 +261,7 @@ TEST(FlagsTest, KnobConstraintsAreCheckedAgainstTheSpace) {
   EXPECT_EQ(inv.spec.range().at("NC").lo(), INT64_MIN);
   EXPECT_EQ(inv.spec.range().at("NC").hi(), 2048);
   EXPECT_EQ(Error(Submit({"--pin", "MR=7"})),
-            "--pin MR=7: MR takes 1, 2, 3, 4, 6, 8, 12, 14 (gemm on cpu)");
+            "--pin MR=7: MR takes 1, 2, 3, 4, 5, 6, 8, 12, 14 (gemm on cpu)");
   EXPECT_THAT(Error(Submit({"--pin", "NOPE=1"})),
               HasSubstr("--pin NOPE=1: gemm on cpu has no knob NOPE (knobs: "));
   EXPECT_THAT(Error(Submit({"--exclude", "MR=7"})),

@@ -164,7 +164,7 @@ TEST(ValidateKnobConstraints, ValuesAreCheckedAgainstTheSpace) {
                 (*s->mutable_range())["NR"].set_hi(32);
               }).ok());
   auto s = with([](v1::JobSpec* s) { (*s->mutable_pin())["MR"] = 7; });
-  ExpectRefused(s, "pin: MR=7: MR takes 1, 2, 3, 4, 6, 8, 12, 14 (gemm on cpu)");
+  ExpectRefused(s, "pin: MR=7: MR takes 1, 2, 3, 4, 5, 6, 8, 12, 14 (gemm on cpu)");
   ExpectRefused(with([](v1::JobSpec* s) { (*s->mutable_exclude())["MR"].add_values(7); }),
                 "exclude: MR=7: 7 is not a value; MR takes");
   ExpectRefused(with([](v1::JobSpec* s) {
