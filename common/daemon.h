@@ -19,10 +19,10 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& text, const std::strin
 // Writes `content` to `path` atomically (temp file in the same folder, then rename).
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
 
-// absl::Mutex, under gRPC, checks the lock order on every acquisition (stack traces and a lock
-// graph) in builds without NDEBUG, as Debian builds absl, and aborts on a cycle it believes it
-// found: a few percent of a busy daemon's CPU. Turned off, as in absl's own release builds.
-// Call first in main.
+// In builds without NDEBUG, as Debian builds absl, absl::Mutex (under gRPC) records the lock
+// order whenever a lock is taken while another is held (a lock graph and stack traces) and aborts
+// on a cycle it believes it found: a few percent of a busy coordinator's CPU when a fleet's
+// leases arrive together. Turned off, as in absl's own release builds. Call first in main.
 void DisableMutexDeadlockDetection();
 
 // Blocks SIGTERM/SIGINT in the calling thread (call before starting threads) and returns

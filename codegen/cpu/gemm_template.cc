@@ -178,8 +178,8 @@ class CpuGemmTemplate final : public KernelTemplate {
   // vectors wide with 4 KiB prefetched ahead within the panel (PF=4096; on a Zen 5 VM 1.3-1.5x
   // faster than PFN=1 at M=2-4, while PFN still won at M=16). Many rows (prefill, batches):
   // compute-bound, so a 6-row tile as wide as the registers allow (with 16 registers, AVX2, 5
-  // rows first: GCC spills the 6 x 16 tile's registers in the unrolled k loop, and at M=512 on a
-  // Zen 3 VM 5 x 16 ran 1.3-1.6x faster, docs/benchmarks.md), A blocks of 128 rows in L2, K
+  // rows first: GCC spills the 6 x 16 tile's registers in the unrolled k loop and not the 5 x 16
+  // one's, docs/benchmarks.md), A blocks of 128 rows in L2, K
   // slices of 512 (or 256 with 1024-column panels), the next weight micro-panel prefetched into
   // L2 over the passes of the current one (PFN=1: on a Zen 5 VM 3-9% faster than 1 KiB ahead
   // within the panel at M=128-512, since a micro-panel's first pass otherwise waits on memory).
