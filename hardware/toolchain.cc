@@ -177,10 +177,9 @@ absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRe
   if (!req.prelude.empty())
     header = EnsurePrelude(tc, dir, req.prelude, req.shared, std::min(req.timeout_seconds, 60.0));
   const std::string src = absl::StrCat(dir, "/", req.name, ".cc");
+  RETURN_IF_ERROR(WriteAtomically(src, req.source));
   const std::string tmp = TempNameFor(result.path);
-  auto compile = [&](const std::string& prelude) -> absl::StatusOr<SubprocessResult> {
-    absl::Status wrote = WriteAtomically(src, req.source);
-    if (!wrote.ok()) return wrote;
+  auto compile = [&](const std::string& prelude) {
     std::vector<std::string> argv = BaseFlags(tc, req.shared);
     if (!prelude.empty()) argv.insert(argv.end(), {"-include", prelude});
     for (const auto& [name, value] : req.defines)
@@ -191,13 +190,13 @@ absl::StatusOr<CompileResult> CompileCached(const Toolchain& tc, const CompileRe
     opts.timeout_seconds = req.timeout_seconds;
     return RunSubprocess(argv, opts);
   };
-  ASSIGN_OR_RETURN(SubprocessResult r, compile(header));
+  SubprocessResult r = compile(header);
   // A compile that fails with the prelude is tried once more without it, so the prelude only
   // ever costs time: a .gch the compiler stops at instead of reading the text, or a cache
   // deleted meanwhile, must not become a kernel's recorded compile error. A prelude still in
   // place that failed where the text compiles is not used again in this process.
   if (!r.ok() && r.started && !r.timed_out && !header.empty()) {
-    ASSIGN_OR_RETURN(r, compile(""));
+    r = compile("");
     if (r.ok() && fs::exists(header + ".gch")) {
       PreludeState& state = Preludes();
       std::lock_guard<std::mutex> lock(state.mu);
