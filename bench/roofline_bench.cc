@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   std::vector<double> peak, read, pool_read;
   kiln::v1::ChipFingerprint fp;
   for (int r = 0; r < repeats; ++r) {
-    fp = kiln::hardware::ProbeCpuFingerprint(&*toolchain);
+    fp = kiln::hardware::ProbeCpuFingerprint(&*toolchain, /*fresh=*/true);
     peak.push_back(fp.peak_gflops());
     read.push_back(fp.read_gbytes_per_s());
     pool_read.push_back((*sweep)->BestGbps(7));

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "codegen/knob_space.h"
+#include "common/daemon.h"
 #include "common/subprocess.h"
 #include "hardware/cpu/peak_probe_source.h"  // generated: kKilnCpuPeakProbeSource
 
@@ -49,8 +50,47 @@ int64_t Sysconf(int name) {
   return v > 0 ? v : 0;
 }
 
-// Runs the peak probe; fills peak_gflops and read_gbytes_per_s when it succeeds.
-void MeasurePeaks(const Toolchain& tc, v1::ChipFingerprint* fp) {
+// Parses the probe's "key value" lines into `fp`. False unless the FMA peak and the read
+// bandwidth are there and every value is plausible (0 is a peak the chip lacks, such as bf16 on
+// AVX2): a kept file that is truncated or forged is measured again, not believed.
+bool ParsePeaks(absl::string_view text, v1::ChipFingerprint* fp) {
+  v1::ChipFingerprint out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ');
+    double v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) continue;
+    if (!(v >= 0 && v < 1e8)) return false;  // also refuses NaN
+    if (kv[0] == "peak_gflops") out.set_peak_gflops(v);
+    if (kv[0] == "peak_bf16_gflops") out.set_peak_bf16_gflops(v);
+    if (kv[0] == "peak_int8_gops") out.set_peak_int8_gops(v);
+    if (kv[0] == "read_gbytes_per_s") out.set_read_gbytes_per_s(v);
+  }
+  if (out.peak_gflops() <= 0 || out.read_gbytes_per_s() <= 0) return false;
+  fp->set_peak_gflops(out.peak_gflops());
+  fp->set_peak_bf16_gflops(out.peak_bf16_gflops());
+  fp->set_peak_int8_gops(out.peak_int8_gops());
+  fp->set_read_gbytes_per_s(out.read_gbytes_per_s());
+  return true;
+}
+
+std::string PeaksText(const v1::ChipFingerprint& fp) {
+  return absl::StrCat("peak_gflops ", fp.peak_gflops(), "\npeak_bf16_gflops ",
+                      fp.peak_bf16_gflops(), "\npeak_int8_gops ", fp.peak_int8_gops(),
+                      "\nread_gbytes_per_s ", fp.read_gbytes_per_s(), "\n");
+}
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+// Runs the peak probe; fills peak_gflops and read_gbytes_per_s when it succeeds. The figures
+// are kept for the rest of the boot beside the probe (<name>-<boot and sizes>.peaks): the probe
+// takes a second or more (much of it the kernel zeroing its sweep's pages), which every worker
+// start and test process would otherwise pay. `fresh` measures again (and keeps the higher).
+void MeasurePeaks(const Toolchain& tc, bool fresh, v1::ChipFingerprint* fp) {
   CompileRequest req;
   req.source = kKilnCpuPeakProbeSource;
   req.name = "peak-probe-" + HexHash(req.source + tc.Describe() + fp->model() + fp->compiler());
@@ -65,20 +105,38 @@ void MeasurePeaks(const Toolchain& tc, v1::ChipFingerprint* fp) {
   int64_t mib = std::clamp<int64_t>(4 * fp->l3_bytes() >> 20, 512, 1024);
   mib = std::max<int64_t>(mib, 16 * fp->cores());
   if (fp->memory_bytes() > 0) mib = std::min<int64_t>(mib, (fp->memory_bytes() >> 20) / 4);
+  const std::string boot = BootId();
+  const std::string cached =
+      boot.empty()
+          ? std::string()
+          : absl::StrCat(built->path, "-", HexHash(absl::StrCat(boot, " ", fp->cores(), " ", mib)),
+                         ".peaks");
+  v1::ChipFingerprint kept;
+  bool have_kept = false;
+  if (!cached.empty()) {
+    std::ifstream in(cached);
+    std::stringstream text;
+    text << in.rdbuf();
+    have_kept = in && ParsePeaks(text.str(), &kept);
+  }
+  if (!fresh && have_kept) return (void)ParsePeaks(PeaksText(kept), fp);
   SubprocessOptions opts;
   opts.timeout_seconds = 30;
   SubprocessResult r =
       RunSubprocess({built->path, std::to_string(fp->cores()), std::to_string(mib)}, opts);
-  if (!r.ok()) return;
-  for (absl::string_view line : absl::StrSplit(r.stdout_data, '\n', absl::SkipEmpty())) {
-    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ');
-    double v = 0;
-    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) continue;
-    if (kv[0] == "peak_gflops") fp->set_peak_gflops(v);
-    if (kv[0] == "peak_bf16_gflops") fp->set_peak_bf16_gflops(v);
-    if (kv[0] == "peak_int8_gops") fp->set_peak_int8_gops(v);
-    if (kv[0] == "read_gbytes_per_s") fp->set_read_gbytes_per_s(v);
+  if (!r.ok() || !ParsePeaks(r.stdout_data, fp)) return;
+  if (cached.empty()) return;
+  // A probe on a busy machine reads low, never high: what is kept is the best of every probe
+  // this boot, so that one probe taken during a compile does not stand for the whole boot.
+  if (have_kept) {
+    kept.set_peak_gflops(std::max(kept.peak_gflops(), fp->peak_gflops()));
+    kept.set_peak_bf16_gflops(std::max(kept.peak_bf16_gflops(), fp->peak_bf16_gflops()));
+    kept.set_peak_int8_gops(std::max(kept.peak_int8_gops(), fp->peak_int8_gops()));
+    kept.set_read_gbytes_per_s(std::max(kept.read_gbytes_per_s(), fp->read_gbytes_per_s()));
+  } else {
+    ParsePeaks(r.stdout_data, &kept);
   }
+  WriteFileAtomically(cached, PeaksText(kept)).IgnoreError();
 }
 
 }  // namespace
@@ -108,7 +166,7 @@ std::string CpuChipType(const std::string& machine, const std::vector<std::strin
   return "cpu-" + (machine.empty() ? std::string("unknown") : machine);
 }
 
-v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain) {
+v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain, bool fresh) {
   v1::ChipFingerprint fp;
   CpuInfo info = ReadCpuInfo();
   fp.set_kind("cpu");
@@ -129,7 +187,7 @@ v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain) {
   fp.set_hostname(host);
   if (toolchain) {
     fp.set_compiler(toolchain->version);
-    MeasurePeaks(*toolchain, &fp);
+    MeasurePeaks(*toolchain, fresh, &fp);
   }
   return fp;
 }

@@ -11,9 +11,11 @@
 namespace kiln::hardware {
 
 // Probes the host. Peaks come from a probe program built with `toolchain` and run as a child
-// process (about a second in all); without a toolchain, or if the probe fails, they stay 0
-// (unknown) and the roofline guard is off.
-v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain);
+// process (about a second in all), once per boot: later calls read the figures kept beside the
+// probe in CacheDir()/kernels, unless `fresh`: that measures again, and each figure kept is the
+// higher of the two (a probe on a busy machine reads low, never high).
+// Without a toolchain, or if the probe fails, they stay 0 (unknown) and the roofline guard is off.
+v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain, bool fresh = false);
 
 // The ISA flags that matter for kernels (sse4_2 avx avx2 fma avx512* amx_* sve ...), from a
 // /proc/cpuinfo "flags"/"Features" line.

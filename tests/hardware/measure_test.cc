@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "hardware/buffers.h"
 #include "hardware/cpu/read_sweep.h"
+#include "hardware/toolchain.h"
 
 namespace kiln::hardware {
 namespace {
@@ -274,6 +275,29 @@ TEST(RooflineGuardTest, BandwidthIsReadAgainBeforeAColdResultIsCalledSuspect) {
   EXPECT_EQ(fast.status(), v1::SUSPECT);
   EXPECT_THAT(fast.message(), HasSubstr("read bandwidth"));
   EXPECT_THAT(fast.message(), ::testing::Not(HasSubstr("read bandwidth 0.01 GB/s")));
+}
+
+TEST(RooflineGuardTest, PeaksAreProbedAgainBeforeAResultIsCalledFasterThanTheChip) {
+  if (!FindToolchain().ok()) GTEST_SKIP() << "no compiler for the peak probe";
+  v1::ChipFingerprint chip;
+  chip.set_kind("cpu");
+  chip.set_peak_gflops(0.5);  // kept from a probe at a very busy moment
+  chip.set_read_gbytes_per_s(1e6);
+  chip.set_cores(2);
+  const v1::Workload square = Gemm("M=256,N=256,K=256");  // 33.6 MFLOP: 67 ms at 0.5 GFLOP/s
+  v1::Measurement m;
+  m.set_status(v1::OK);
+  m.set_median_us(10000);  // 3.4 GFLOP/s: every machine computes that
+  ApplyRooflineGuardNow(square, chip, false, &m);
+  EXPECT_EQ(m.status(), v1::OK) << m.message();
+  // Faster than any chip (34 PFLOP/s): still SUSPECT, against the peak probed now.
+  v1::Measurement fast;
+  fast.set_status(v1::OK);
+  fast.set_median_us(0.001);
+  ApplyRooflineGuardNow(square, chip, false, &fast);
+  EXPECT_EQ(fast.status(), v1::SUSPECT);
+  EXPECT_THAT(fast.message(), HasSubstr("flops / peak"));
+  EXPECT_THAT(fast.message(), ::testing::Not(HasSubstr("peak 0.5 GFLOP/s")));
 }
 
 TEST(RooflineGuardTest, NoOpWithoutPeaksOrOnFailure) {
