@@ -91,9 +91,13 @@ class CpuGemmTemplate final : public KernelTemplate {
  public:
   std::string name() const override { return "cpu-gemm"; }
 
+  // Plain fp32 GEMMs at any M; with an epilogue from 64 rows on (prefill's o_proj and down_proj
+  // with their residual, a bias), where the register tiles' compute wins. Fewer rows with an
+  // epilogue go to the streaming kernel (cpu-gemm-epilogue), which reads the weights once.
   bool Supports(const v1::Workload& w) const override {
     return w.op() == v1::GEMM && (w.dtype() == v1::FP32 || w.dtype() == v1::DTYPE_UNSPECIFIED) &&
-           w.epilogue().empty() && ValidateWorkload(w).ok();
+           (w.epilogue().empty() || (EpilogueCode(w.epilogue()) > 0 && Dim(w, "M") >= 64)) &&
+           ValidateWorkload(w).ok();
   }
 
   KnobSpace Space(const v1::Workload& w, const ChipTraits& chip) const override {
@@ -244,18 +248,22 @@ class CpuGemmTemplate final : public KernelTemplate {
                                 const ChipTraits& chip) const override {
     if (!Supports(w))
       return absl::InvalidArgumentError(absl::StrCat(name(), ": workload ", WorkloadKey(w),
-                                                     " is not supported (fp32 gemm, no epilogue)"));
+                                                     " is not supported (fp32 gemm; with an "
+                                                     "epilogue, M >= 64)"));
     KnobSpace space = Space(w, chip);
     const Config with_defaults = space.WithAbsentKnobs(config);
     absl::Status ok = space.Check(with_defaults);
     if (!ok.ok()) return absl::InvalidArgumentError(absl::StrCat(name(), ": ", ok.message()));
     Kernel k;
     k.dialect = "cpp";
-    k.entry = kCpuGemmEntry;
+    // With an epilogue the kernel takes the operators' ABI (bias and residual arguments).
+    const bool epilogue = !w.epilogue().empty();
+    k.entry = epilogue ? kCpuOpEntry : kCpuGemmEntry;
     k.source = WithCpuRuntime("gemm.cc", CpuGemmSource());
     for (const auto& knob : space.knobs())
       k.defines.emplace_back(knob.name, with_defaults.at(knob.name));
     k.defines.emplace_back("VW", chip.vector_floats);
+    if (epilogue) k.defines.emplace_back("EPI", EpilogueCode(w.epilogue()));
     return k;
   }
 };

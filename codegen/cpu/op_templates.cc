@@ -53,15 +53,6 @@ struct OpDef {
   std::function<std::vector<Config>(const v1::Workload&, const ChipTraits&)> starts = nullptr;
 };
 
-int64_t EpilogueCode(const std::string& e) {
-  if (e.empty()) return 0;
-  if (e == "bias") return 1;
-  if (e == "silu") return 2;
-  if (e == "gelu") return 3;
-  if (e == "residual") return 4;
-  return -1;
-}
-
 void StreamingGemmKnobs(int64_t rows, int64_t n, const ChipTraits& chip, KnobSpace& s) {
   const std::vector<int64_t> mr = {1, 2, 4, 8}, nb = {256, 512, 1024, 128, 64};
   s.AddKnob("NT", Threads(chip), "threads over column blocks");
@@ -325,6 +316,15 @@ class CpuOpTemplate final : public KernelTemplate {
 };
 
 }  // namespace
+
+int64_t EpilogueCode(const std::string& e) {
+  if (e.empty()) return 0;
+  if (e == "bias") return 1;
+  if (e == "silu") return 2;
+  if (e == "gelu") return 3;
+  if (e == "residual") return 4;
+  return -1;
+}
 
 std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates() {
   std::vector<std::unique_ptr<KernelTemplate>> out;

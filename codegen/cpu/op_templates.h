@@ -27,6 +27,10 @@ inline constexpr char kCpuOpPrepack[] = "kiln_op_prepack";
 // attention_decode, attention_prefill, softmax, swiglu, moe_router, moe_gemm, ssm_scan, conv1d.
 std::vector<std::unique_ptr<KernelTemplate>> NewCpuOpTemplates();
 
+// The GEMM templates' EPI code of a workload's epilogue: 0 none, 1 bias, 2 silu, 3 gelu,
+// 4 residual; -1 for any other.
+int64_t EpilogueCode(const std::string& epilogue);
+
 // The text of a rendered CPU kernel: the kernels' runtime (templates/parallel.h: the one thread
 // pool, a vectorizable exp) followed by `source`, the template file named `file`.
 std::string WithCpuRuntime(std::string_view file, std::string_view source);

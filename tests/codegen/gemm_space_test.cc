@@ -260,7 +260,24 @@ TEST(FindTemplateTest, LooksUpByOpAndChipKind) {
   bias.set_epilogue("bias");
   auto fused = FindTemplate(bias, "cpu");
   ASSERT_TRUE(fused.ok()) << fused.status();
-  EXPECT_EQ((*fused)->name(), "cpu-gemm-epilogue");
+  EXPECT_EQ((*fused)->name(), "cpu-gemm-epilogue");  // few rows: the weights streamed once
+  v1::Workload prefill = Gemm("M=64,N=64,K=64");
+  prefill.set_epilogue("residual");
+  auto blocked = FindTemplate(prefill, "cpu");
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  EXPECT_EQ((*blocked)->name(), "cpu-gemm");  // prefill: register tiles, then the epilogue
+  v1::ChipFingerprint avx2;
+  avx2.set_kind("cpu");
+  avx2.add_isa_features("avx2");
+  avx2.set_cores(2);
+  auto kernel = (*blocked)->Render(
+      prefill, (*blocked)->StartingConfigs(prefill, TraitsFromFingerprint(avx2)).at(0),
+      TraitsFromFingerprint(avx2));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->entry, "kiln_op");  // the operators' ABI: bias and residual arguments
+  EXPECT_THAT(kernel->defines, ::testing::Contains(std::pair<std::string, int64_t>("EPI", 4)));
+  prefill.set_epilogue("softplus");
+  EXPECT_FALSE((*blocked)->Supports(prefill));
   v1::Workload norm;
   norm.set_op(v1::RMSNORM);  // no dims: no template supports an invalid workload
   EXPECT_EQ(FindTemplate(norm, "cpu").status().code(), absl::StatusCode::kNotFound);

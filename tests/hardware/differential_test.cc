@@ -25,6 +25,9 @@ std::vector<v1::Workload> DifferentialCases() {
   std::vector<v1::Workload> out = testing::OperatorCases();
   const char* more[][4] = {{"gemm", "M=3,N=77,K=65", "fp32", "bias"},
                            {"gemm", "M=2,N=64,K=31", "fp32", "gelu"},
+                           // prefill-sized: the register-blocked kernel's tile epilogue
+                           {"gemm", "M=67,N=77,K=65", "fp32", "residual"},
+                           {"gemm", "M=64,N=45,K=300", "fp32", "bias"},
                            {"gemm", "M=9,N=95,K=67", "bf16", "residual"},
                            {"gemm", "M=3,N=77,K=64", "int8", "silu"},
                            {"gemm", "M=5,N=130,K=96", "int4", ""},

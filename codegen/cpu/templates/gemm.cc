@@ -28,6 +28,12 @@
 //               At M=16 (two 8-row panels, N=K=4096, both cores) it took the cold kernel from
 //               3555 to 3096 us, at M=4 from 2467 to 2268; at M=1 it lost (2073 against 2249).
 //   VW          fp32 lanes per SIMD register (16 AVX-512, 8 AVX2); NR is a multiple of it
+//   EPI         when defined, a fused epilogue (0 none | 1 + bias[N] | 2 silu | 3 gelu | 4 +
+//   R[M,N],
+//               kiln_rt::Epilogue), applied to each MC x NC tile once its last K slice is in, while
+//               the tile is in cache; the kernel then exports the operators' ABI instead:
+//               kiln_op(dims {M,N,K}, args {A, B or packed B, bias, R, C}, params {}) and, with
+//               PREPACK, kiln_op_prepack_bytes / kiln_op_prepack.
 // Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -include parallel.h -DMR=8 ... gemm.cc
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,6 +84,13 @@
 #ifndef PFN
 #define PFN 0
 #endif
+#ifdef EPI
+#define KILN_OP_ABI 1
+#else
+#define EPI 0
+#define KILN_OP_ABI 0
+#endif
+static_assert(EPI >= 0 && EPI <= 4, "EPI must be 0..4");
 static_assert(PFN >= 0 && (PFN == 0 || (PREPACK && LOOP_ORDER == 0)),
               "PFN > 0 needs PREPACK=1 and LOOP_ORDER=0");
 // Not a knob: how many rows ahead PackB prefetches B (0 = off). Short row runs defeat the
@@ -260,8 +273,20 @@ inline void MicroKernel(int kc, const float* __restrict a, long a_rs, long a_cs,
       c[i * ldc + j] = overwrite ? tile[i][j] : c[i * ldc + j] + tile[i][j];
 }
 
-// Computes the mc x nc tile of C at (ic, jc), walking K in KC slices.
-void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc, int mc, int nc) {
+// The epilogue on the finished mc x nc tile of C at (ic, jc).
+void TileEpilogue(int N, float* C, int ic, int jc, int mc, int nc, const float* bias,
+                  const float* R) {
+  (void)bias, (void)R;
+  if (EPI == 0) return;
+  for (int i = ic; i < ic + mc; ++i) {
+    float* c = C + (long)i * N;
+    for (int j = jc; j < jc + nc; ++j) c[j] = kiln_rt::Epilogue<EPI>(c[j], i, j, N, bias, R);
+  }
+}
+
+// Computes the mc x nc tile of C at (ic, jc), walking K in KC slices, then its epilogue.
+void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc, int mc, int nc,
+          const float* bias = nullptr, const float* R = nullptr) {
   const int panels_a = (mc + MR - 1) / MR, panels_b = (nc + NR - 1) / NR;
 #if PREPACK
   float* ap = tls_a.Get(PACK ? (size_t)panels_a * kPanelA : kPanelA);
@@ -340,18 +365,36 @@ void Tile(int N, int K, const float* A, const float* B, float* C, int ic, int jc
       for (int pb = 0; pb < panels_b; ++pb) run(pa, pb);
 #endif
   }
+  TileEpilogue(N, C, ic, jc, mc, nc, bias, R);
 }
 
-}  // namespace
+// C = A*B (then the epilogue) over all MC x NC tiles, shared among NT threads.
+void Gemm(int M, int N, int K, const float* A, const float* B, float* C, const float* bias,
+          const float* R) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    memset(C, 0, sizeof(float) * (size_t)M * N);
+    TileEpilogue(N, C, 0, 0, M, N, bias, R);
+    return;
+  }
+  const long mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC, tiles = mt * nt;
+  kiln_rt::ParallelFor(tiles, NT, [&](long t) {
+#if LOOP_ORDER == 0
+    const long it = t % mt, jt = t / mt;  // N blocks outer: tiles sharing a B panel adjoin
+#else
+    const long it = t / nt, jt = t % nt;  // M blocks outer: tiles sharing an A block adjoin
+#endif
+    const int ic = (int)(it * MC), jc = (int)(jt * NC);
+    Tile(N, K, A, B, C, ic, jc, M - ic < MC ? M - ic : MC, N - jc < NC ? N - jc : NC, bias, R);
+  });
+}
 
 #if PREPACK
 // Size in floats of the packed weights: ceil(N/NR) panels of K x NR, zero-padded past N.
-extern "C" long kiln_gemm_prepack_floats(int N, int K) {
-  return (long)((N + NR - 1) / NR) * NR * K;
-}
+long PrepackFloats(int N, int K) { return (long)((N + NR - 1) / NR) * NR * K; }
 
 // Packs B (K x N, row-major) into NR-column panels: packed[q*K*NR + k*NR + j] = B[k][q*NR + j].
-extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
+void Prepack(int N, int K, const float* B, float* packed) {
   const long panels = (N + NR - 1) / NR;
   kiln_rt::ParallelFor(panels, NT, [&](long q) {
     float* dst = packed + q * K * NR;
@@ -368,21 +411,33 @@ extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
 }
 #endif
 
+}  // namespace
+
+#if KILN_OP_ABI
+// With PREPACK, B (args[1]) is the buffer kiln_op_prepack filled.
+extern "C" void kiln_op(const long long* d, void* const* args, const float* params) {
+  (void)params;
+  Gemm((int)d[0], (int)d[1], (int)d[2], (const float*)args[0], (const float*)args[1],
+       (float*)args[4], (const float*)args[2], (const float*)args[3]);
+}
+#if PREPACK
+extern "C" long kiln_op_prepack_bytes(const long long* d) {
+  return PrepackFloats((int)d[1], (int)d[2]) * 4;
+}
+extern "C" void kiln_op_prepack(const long long* d, const void* src, void* dst) {
+  Prepack((int)d[1], (int)d[2], (const float*)src, (float*)dst);
+}
+#endif
+#else
+#if PREPACK
+extern "C" long kiln_gemm_prepack_floats(int N, int K) { return PrepackFloats(N, K); }
+extern "C" void kiln_gemm_prepack(int N, int K, const float* B, float* packed) {
+  Prepack(N, K, B, packed);
+}
+#endif
+
 // With PREPACK, B is the buffer kiln_gemm_prepack filled.
 extern "C" void kiln_gemm(int M, int N, int K, const float* A, const float* B, float* C) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    memset(C, 0, sizeof(float) * (size_t)M * N);
-    return;
-  }
-  const long mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC, tiles = mt * nt;
-  kiln_rt::ParallelFor(tiles, NT, [&](long t) {
-#if LOOP_ORDER == 0
-    const long it = t % mt, jt = t / mt;  // N blocks outer: tiles sharing a B panel adjoin
-#else
-    const long it = t / nt, jt = t % nt;  // M blocks outer: tiles sharing an A block adjoin
-#endif
-    const int ic = (int)(it * MC), jc = (int)(jt * NC);
-    Tile(N, K, A, B, C, ic, jc, M - ic < MC ? M - ic : MC, N - jc < NC ? N - jc : NC);
-  });
+  Gemm(M, N, K, A, B, C, nullptr, nullptr);
 }
+#endif
