@@ -33,11 +33,11 @@ namespace kiln::server {
 // Faster is always a confirmation (timing noise on a host makes runs slower, not faster).
 inline constexpr double kConfirmRatio = 1.03;
 
-// A task's first proposals, measured before its strategy's: for a model task its template's safe
-// default (a configuration every template guarantees to compile and verify), then the
-// configurations its template expects to do well at this shape on this chip. Those that break a
-// pin or a rule of the space are left out, and so are repeats. `first` go ahead of them all (the
-// best known configurations of earlier jobs, BestKnownConfigs), through the same checks.
+// A task's first proposals, measured before its strategy's: the configurations its template
+// expects to do well at this shape on this chip, then for a model task its template's safe
+// default (the first value of every knob). Those that break a pin or a rule of the space are left
+// out, and so are repeats. `first` go ahead of them all (the best known configurations of earlier
+// jobs, BestKnownConfigs), through the same checks.
 std::vector<codegen::Config> StartingConfigs(const JobEntry& job, int task, bool model,
                                              std::vector<codegen::Config> first = {});
 

@@ -760,6 +760,46 @@ TEST_F(CoordinatorTest, ARacedAheadBestConfirmsByBeatingTheBest) {
 
 // Model jobs' operator tasks get final rounds too, once the shared budget is spent and before the
 // composed step, which runs each task's final winner.
+// A model task's first trial is its template's first guess where it has one (else its safe
+// default): a small budget over many tasks gives some tasks one trial, and the first value of
+// every GEMM knob is a 1 x 8 tile over 16 x 64 blocks.
+TEST_F(CoordinatorTest, AModelTasksFirstTrialIsItsTemplatesFirstGuess) {
+  v1::JobSpec spec;
+  spec.set_model("mamba-130m");
+  spec.set_chip("cpu");
+  spec.set_budget_trials(12);
+  spec.set_context(16);
+  auto id = core_->SubmitJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::string w = RegisterWorker();
+  std::map<int, codegen::Config> first;
+  for (int guard = 0; guard < 1000; ++guard) {
+    auto ts = Lease(w);
+    if (ts.empty()) break;
+    const v1::Trial& t = ts[0];
+    if (t.kind() == v1::TUNE) first.emplace(t.task_index(), codegen::FromProto(t.config()));
+    v1::Measurement m = Ok(100);
+    if (t.kind() == v1::STEP) m.mutable_step()->set_measured(50);
+    Report(w, t, m);
+  }
+  auto r = *core_->GetResults(*id);
+  ASSERT_EQ(r.job().state(), v1::SUCCEEDED) << r.job().message();
+  int guessed = 0;
+  for (int i = 0; i < r.job().tasks_size(); ++i) {
+    const v1::Workload& wl = r.job().tasks(i).workload();
+    auto tmpl = codegen::FindTemplate(wl, "cpu");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const codegen::ChipTraits traits = codegen::TraitsFromFingerprint(CpuChip());
+    const auto starts = (*tmpl)->StartingConfigs(wl, traits);
+    guessed += !starts.empty();
+    ASSERT_TRUE(first.count(i)) << codegen::WorkloadKey(wl) << " got no trial";
+    EXPECT_EQ(first[i],
+              starts.empty() ? codegen::SafeDefaultConfig((*tmpl)->Space(wl, traits)) : starts[0])
+        << codegen::WorkloadKey(wl);
+  }
+  EXPECT_GT(guessed, 0) << "no task of the model has a template with starting configurations";
+}
+
 TEST_F(CoordinatorTest, ModelJobTasksGetFinalRoundsBeforeTheStep) {
   options_.final_rounds = 2;
   options_.finalists = 3;
