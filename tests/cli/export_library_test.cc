@@ -135,17 +135,21 @@ TEST(ExportLibrary, EveryOperatorBuildsIntoOneProgramAndPassesItsSelfTest) {
           {"moe_gemm", "T=2,E=4,TOPK=2,N=64,K=32", "fp32", ""},
           {"ssm_scan", "B=1,T=3,D=32,S=16", "fp32", ""},
           {"conv1d", "B=1,T=3,D=32,W=4", "fp32", ""},
+          // prefill-sized: the register-blocked GEMM with its epilogue, on the operators' ABI
+          {"gemm", "M=64,N=96,K=64", "fp32", "residual"},
       },
       {{"PREPACK", 1}, {"NT", 2}, {"NC", 64}});
   auto exported = server::ExportJobKernels(job);
   ASSERT_TRUE(exported.ok()) << exported.status();
-  ASSERT_EQ(exported->kernels_size(), 14);
+  ASSERT_EQ(exported->kernels_size(), 15);
   // Unique entry names, derived from the workload.
   EXPECT_EQ(exported->kernels(0).entry(), "kiln_gemm_m8_n1024_k1024");
   EXPECT_EQ(exported->kernels(1).entry(), "kiln_gemm_m3_n200_k96_bias_op");
   EXPECT_EQ(exported->kernels(3).entry(), "kiln_gemm_m2_n96_k64_silu_bf16_op");
   EXPECT_EQ(exported->kernels(4).entry(), "kiln_attention_decode_b1_h8_kvh2_d64_l100_op");
   EXPECT_THAT(exported->kernels(0).source(), HasSubstr("#define kiln_gemm_prepack "));
+  EXPECT_EQ(exported->kernels(14).entry(), "kiln_gemm_m64_n96_k64_residual_op");
+  EXPECT_THAT(exported->kernels(14).source(), HasSubstr("#define kiln_op_prepack "));
 
   // Per process: another run of this test may share the temporary folder.
   const fs::path root =
@@ -190,7 +194,7 @@ TEST(ExportLibrary, EveryOperatorBuildsIntoOneProgramAndPassesItsSelfTest) {
       0)
       << out;
   ASSERT_EQ(Shell(build + "/kiln_kernels_selftest", &out), 0) << out;
-  EXPECT_THAT(out, HasSubstr("0 of 14 kernels failed"));
+  EXPECT_THAT(out, HasSubstr("0 of 15 kernels failed"));
   EXPECT_THAT(out, HasSubstr("ok   kiln_gemm_m8_n1024_k1024\n"));
 
   // A program of its own links the library and gets the right product through the prepack step.
