@@ -26,6 +26,7 @@ using testing::CpuChip;
 using testing::CpuRegistration;
 using testing::GemmSpec;
 using testing::LeaseRequest;
+using testing::MambaSpec;
 using testing::Ok;
 using testing::ReportRequest;
 
@@ -764,11 +765,7 @@ TEST_F(CoordinatorTest, ARacedAheadBestConfirmsByBeatingTheBest) {
 // default): a small budget over many tasks gives some tasks one trial, and the first value of
 // every GEMM knob is a 1 x 8 tile over 16 x 64 blocks.
 TEST_F(CoordinatorTest, AModelTasksFirstTrialIsItsTemplatesFirstGuess) {
-  v1::JobSpec spec;
-  spec.set_model("mamba-130m");
-  spec.set_chip("cpu");
-  spec.set_budget_trials(12);
-  spec.set_context(16);
+  v1::JobSpec spec = MambaSpec(12);
   auto id = core_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   std::string w = RegisterWorker();
@@ -804,11 +801,7 @@ TEST_F(CoordinatorTest, ModelJobTasksGetFinalRoundsBeforeTheStep) {
   options_.final_rounds = 2;
   options_.finalists = 3;
   Restart();
-  v1::JobSpec spec;
-  spec.set_model("mamba-130m");
-  spec.set_chip("cpu");
-  spec.set_budget_trials(30);
-  spec.set_context(16);
+  v1::JobSpec spec = MambaSpec(30);
   auto id = core_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   std::string w = RegisterWorker();
@@ -868,11 +861,7 @@ TEST_F(CoordinatorTest, ModelJobTasksGetFinalRoundsBeforeTheStep) {
 TEST_F(CoordinatorTest, AStepOutsideTheComposedToleranceIsRefused) {
   std::string w = RegisterWorker();
   for (double max_error : {5e-4, 0.2}) {
-    v1::JobSpec spec;
-    spec.set_model("mamba-130m");
-    spec.set_chip("cpu");
-    spec.set_budget_trials(9);
-    spec.set_context(16);
+    v1::JobSpec spec = MambaSpec(9);
     auto id = core_->SubmitJob(spec);
     ASSERT_TRUE(id.ok()) << id.status();
     for (auto ts = Lease(w); !ts.empty(); ts = Lease(w)) {

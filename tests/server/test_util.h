@@ -59,6 +59,16 @@ inline v1::JobSpec GemmSpec(int m, int budget) {
   return s;
 }
 
+// A decode job for mamba-130m (9 tasks) on the CPU, context 16.
+inline v1::JobSpec MambaSpec(int budget) {
+  v1::JobSpec s;
+  s.set_model("mamba-130m");
+  s.set_chip("cpu");
+  s.set_budget_trials(budget);
+  s.set_context(16);
+  return s;
+}
+
 inline v1::Measurement Ok(double us) {
   v1::Measurement m;
   m.set_status(v1::OK);

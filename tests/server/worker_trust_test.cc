@@ -23,6 +23,7 @@ namespace {
 
 using testing::CpuChip;
 using testing::GemmSpec;
+using testing::MambaSpec;
 using testing::Ok;
 using testing::ReportRequest;
 
@@ -337,11 +338,7 @@ TEST_F(WorkerTrustTest, ImplausibleFiguresAreRefusedAndTheTrialFails) {
 
 // A model job's composed step: its own figures must be figures too.
 TEST_F(WorkerTrustTest, AStepWithImpossibleFiguresIsRefused) {
-  v1::JobSpec spec;
-  spec.set_model("mamba-130m");
-  spec.set_chip("cpu");
-  spec.set_budget_trials(9);
-  spec.set_context(16);
+  v1::JobSpec spec = MambaSpec(9);
   const std::string job = *core_->SubmitJob(spec);
   const std::string w = Register("");
   int steps = 0, guard = 0;

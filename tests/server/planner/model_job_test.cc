@@ -19,6 +19,8 @@
 namespace kiln::server {
 namespace {
 
+using testing::MambaSpec;
+
 class ModelJobTest : public ::testing::Test {
  public:
   // A fresh coordinator on a fresh store in `dir`, with one CPU worker.
@@ -58,11 +60,7 @@ class ModelJobTest : public ::testing::Test {
 };
 
 TEST_F(ModelJobTest, MambaDecodeRunsEveryTaskThenTheStep) {
-  v1::JobSpec spec;
-  spec.set_model("mamba-130m");
-  spec.set_chip("cpu");
-  spec.set_budget_trials(30);
-  spec.set_context(16);
+  v1::JobSpec spec = MambaSpec(30);
   auto id = core_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   auto job = core_->GetJob(*id);
@@ -137,11 +135,7 @@ ProbeRun RunModelJob(ModelJobTest* test, bool probe, int budget,
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   test->Restart(dir);
-  v1::JobSpec spec;
-  spec.set_model("mamba-130m");
-  spec.set_chip("cpu");
-  spec.set_budget_trials(budget);
-  spec.set_context(16);
+  v1::JobSpec spec = MambaSpec(budget);
   spec.set_no_step_probe(!probe);
   auto id = test->core()->SubmitJob(spec);
   EXPECT_TRUE(id.ok()) << id.status();
