@@ -62,7 +62,7 @@ void ProgressPrinter::OnEvent(const v1::JobEvent& event) {
     if (!waiting.empty())
       Notice("kiln: waiting: " + waiting);
     else if (!IsTerminal(event.job().state()))
-      Notice("kiln: a matching worker is live again");
+      Notice("kiln: a matching worker is live");  // it may never have been: no "again"
     waiting_ = waiting;
     printed_ = false;  // the progress line follows the notice
     last_line_.clear();

@@ -60,7 +60,7 @@ TEST(WaitingTest, TheWatchSaysOncePerChangeWhyTheJobWaits) {
   v1::Job running = QueuedJob("");
   running.set_state(v1::RUNNING);
   printer.OnEvent(Event(running));
-  EXPECT_THAT(err.str(), HasSubstr("kiln: a matching worker is live again\n"));
+  EXPECT_THAT(err.str(), HasSubstr("kiln: a matching worker is live\n"));
   EXPECT_THAT(err.str(), HasSubstr("RUNNING"));
 }
 
