@@ -42,7 +42,8 @@ class ReadSweep {
 // against the higher of the two: a fingerprint probed while the machine was busy (another
 // worker's compile, a neighbour VM) read 11.6 GB/s on a machine that sustains 35 and flagged
 // sound kernels as faster than possible. If that does not clear it, the CPU's peaks are probed
-// again (a second or more, only for a result that would be SUSPECT) and the higher ones used.
+// again (a second or more, only for a result that would be SUSPECT, at most once a minute in a
+// process, which remembers the highest figures it probed) and the higher ones used.
 void ApplyRooflineGuardNow(const v1::Workload& w, const v1::ChipFingerprint& chip, bool warm,
                            v1::Measurement* m);
 
