@@ -128,18 +128,18 @@ void MeasurePeaks(const Toolchain& tc, bool fresh, v1::ChipFingerprint* fp) {
   if (cached.empty()) return;
   // A probe on a busy machine reads low, never high: what is kept is the best of every probe
   // this boot, so that one probe taken during a compile does not stand for the whole boot.
-  if (have_kept) {
-    kept.set_peak_gflops(std::max(kept.peak_gflops(), fp->peak_gflops()));
-    kept.set_peak_bf16_gflops(std::max(kept.peak_bf16_gflops(), fp->peak_bf16_gflops()));
-    kept.set_peak_int8_gops(std::max(kept.peak_int8_gops(), fp->peak_int8_gops()));
-    kept.set_read_gbytes_per_s(std::max(kept.read_gbytes_per_s(), fp->read_gbytes_per_s()));
-  } else {
-    ParsePeaks(r.stdout_data, &kept);
-  }
+  KeepHigherPeaks(*fp, &kept);
   WriteFileAtomically(cached, PeaksText(kept)).IgnoreError();
 }
 
 }  // namespace
+
+void KeepHigherPeaks(const v1::ChipFingerprint& from, v1::ChipFingerprint* into) {
+  into->set_peak_gflops(std::max(into->peak_gflops(), from.peak_gflops()));
+  into->set_peak_bf16_gflops(std::max(into->peak_bf16_gflops(), from.peak_bf16_gflops()));
+  into->set_peak_int8_gops(std::max(into->peak_int8_gops(), from.peak_int8_gops()));
+  into->set_read_gbytes_per_s(std::max(into->read_gbytes_per_s(), from.read_gbytes_per_s()));
+}
 
 std::vector<std::string> RelevantIsaFeatures(const std::string& flags_line) {
   static const std::set<std::string> kKnown = {

@@ -17,6 +17,10 @@ namespace kiln::hardware {
 // Without a toolchain, or if the probe fails, they stay 0 (unknown) and the roofline guard is off.
 v1::ChipFingerprint ProbeCpuFingerprint(const Toolchain* toolchain, bool fresh = false);
 
+// Raises each measured figure of `into` (FMA, bf16 and int8 peaks, read bandwidth) to `from`'s
+// where that is higher: a probe on a busy machine reads low, never high.
+void KeepHigherPeaks(const v1::ChipFingerprint& from, v1::ChipFingerprint* into);
+
 // The ISA flags that matter for kernels (sse4_2 avx avx2 fma avx512* amx_* sve ...), from a
 // /proc/cpuinfo "flags"/"Features" line.
 std::vector<std::string> RelevantIsaFeatures(const std::string& flags_line);

@@ -102,10 +102,7 @@ void ApplyRooflineGuardNow(const v1::Workload& w, const v1::ChipFingerprint& chi
   static std::chrono::steady_clock::time_point last_probe;
   absl::MutexLock lock(&mu);
   auto judge = [&] {
-    at_now.set_peak_gflops(std::max(at_now.peak_gflops(), probed->peak_gflops()));
-    at_now.set_peak_bf16_gflops(std::max(at_now.peak_bf16_gflops(), probed->peak_bf16_gflops()));
-    at_now.set_peak_int8_gops(std::max(at_now.peak_int8_gops(), probed->peak_int8_gops()));
-    at_now.set_read_gbytes_per_s(std::max(at_now.read_gbytes_per_s(), probed->read_gbytes_per_s()));
+    KeepHigherPeaks(*probed, &at_now);
     *m = before;
     ApplyRooflineGuard(w, at_now, warm, m);
   };
@@ -117,11 +114,7 @@ void ApplyRooflineGuardNow(const v1::Workload& w, const v1::ChipFingerprint& chi
   auto tc = FindToolchain();
   if (!tc.ok()) return;
   last_probe = now;
-  const v1::ChipFingerprint fresh = ProbeCpuFingerprint(&*tc, /*fresh=*/true);
-  probed->set_peak_gflops(std::max(probed->peak_gflops(), fresh.peak_gflops()));
-  probed->set_peak_bf16_gflops(std::max(probed->peak_bf16_gflops(), fresh.peak_bf16_gflops()));
-  probed->set_peak_int8_gops(std::max(probed->peak_int8_gops(), fresh.peak_int8_gops()));
-  probed->set_read_gbytes_per_s(std::max(probed->read_gbytes_per_s(), fresh.read_gbytes_per_s()));
+  KeepHigherPeaks(ProbeCpuFingerprint(&*tc, /*fresh=*/true), probed);
   judge();
 }
 
