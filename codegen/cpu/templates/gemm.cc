@@ -28,10 +28,9 @@
 //               At M=16 (two 8-row panels, N=K=4096, both cores) it took the cold kernel from
 //               3555 to 3096 us, at M=4 from 2467 to 2268; at M=1 it lost (2073 against 2249).
 //   VW          fp32 lanes per SIMD register (16 AVX-512, 8 AVX2); NR is a multiple of it
-//   EPI         when defined, a fused epilogue (0 none | 1 + bias[N] | 2 silu | 3 gelu | 4 +
-//   R[M,N],
-//               kiln_rt::Epilogue), applied to each MC x NC tile once its last K slice is in, while
-//               the tile is in cache; the kernel then exports the operators' ABI instead:
+//   EPI         when defined, a fused epilogue (kiln_rt::Epilogue: 0 none, 1 + bias[N], 2 silu,
+//               3 gelu, 4 + R[M,N]), applied to each MC x NC tile once its last K slice is in,
+//               while the tile is in cache; the kernel then exports the operators' ABI instead:
 //               kiln_op(dims {M,N,K}, args {A, B or packed B, bias, R, C}, params {}) and, with
 //               PREPACK, kiln_op_prepack_bytes / kiln_op_prepack.
 // Compile: c++ -O3 -march=native -fopenmp -shared -fPIC -include parallel.h -DMR=8 ... gemm.cc
